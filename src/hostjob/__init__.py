@@ -42,41 +42,46 @@ if TYPE_CHECKING:
         StartError,
         UnpackError,
     )
-    from hostjob.runtime.container import Container, Status
+    from hostjob.runtime.container import Container
+    from hostjob.runtime.status import Status
 
-# name -> module that defines it
-_EXPORTS = {
+__all__ = [
+    "CgroupError",
+    "ConfigError",
+    "Container",
+    "ContainerExists",
+    "ContainerNotFound",
+    "ContainerNotRunning",
+    "DigestMismatch",
+    "HookError",
+    "HostjobError",
+    "ImageError",
+    "ImageNotFound",
+    "InvalidArgument",
+    "InvalidState",
+    "MissingController",
+    "MountError",
+    "NotSupported",
+    "PermissionDenied",
+    "ReferenceError",
+    "RegistryError",
+    "StartError",
+    "Status",
+    "UnpackError",
+    "__version__",
+]
+
+# Where each public name lives (everything else in __all__ is an error class).
+_MODULES = {
     "Container": "hostjob.runtime.container",
-    "Status": "hostjob.runtime.container",
-    "HostjobError": "hostjob.errors",
-    "ConfigError": "hostjob.errors",
-    "InvalidArgument": "hostjob.errors",
-    "ContainerExists": "hostjob.errors",
-    "ContainerNotFound": "hostjob.errors",
-    "ContainerNotRunning": "hostjob.errors",
-    "InvalidState": "hostjob.errors",
-    "StartError": "hostjob.errors",
-    "HookError": "hostjob.errors",
-    "MountError": "hostjob.errors",
-    "CgroupError": "hostjob.errors",
-    "MissingController": "hostjob.errors",
-    "NotSupported": "hostjob.errors",
-    "PermissionDenied": "hostjob.errors",
-    "ImageError": "hostjob.errors",
-    "ReferenceError": "hostjob.errors",
-    "RegistryError": "hostjob.errors",
-    "DigestMismatch": "hostjob.errors",
-    "UnpackError": "hostjob.errors",
-    "ImageNotFound": "hostjob.errors",
+    "Status": "hostjob.runtime.status",
 }
-
-__all__ = ["__version__", *_EXPORTS]
 
 
 def __getattr__(name: str) -> object:
-    module_name = _EXPORTS.get(name)
-    if module_name is None:
+    if name not in __all__:
         raise AttributeError(f"module 'hostjob' has no attribute {name!r}")
+    module_name = _MODULES.get(name, "hostjob.errors")
     import importlib
 
     value = getattr(importlib.import_module(module_name), name)

@@ -114,7 +114,7 @@ class ImageError(HostjobError):
     pass
 
 
-class ReferenceError(ImageError):  # noqa: A001 - the image-reference error, scoped to hostjob
+class ReferenceError(ImageError):
     pass
 
 

@@ -31,7 +31,7 @@ class Option:
         self,
         names: str,
         kind: str = FLAG,
-        help: str = "",  # noqa: A002 - mirrors argparse's keyword
+        help: str = "",
         default: Any = None,
         dest: str | None = None,
         metavar: str = "value",
@@ -55,7 +55,7 @@ class Command:
     def __init__(
         self,
         name: str,
-        help: str,  # noqa: A002
+        help: str,
         options: tuple[Option, ...] = (),
         positionals: tuple[str, ...] = (),
         optional: tuple[str, ...] = (),
@@ -96,7 +96,7 @@ def _parse_bool(text: str, flag: str) -> bool:
     raise InvalidArgument(f'invalid boolean value "{text}" for -{flag}')
 
 
-class HelpRequested(Exception):  # noqa: N818 - control flow, not an error
+class HelpRequested(Exception):
     """``--help``/``-h`` was given; the caller prints usage and exits 0."""
 
 
@@ -126,11 +126,12 @@ def parse(command: Command, argv: list[str], *, stop_at_positional: bool = False
         name, has_value, inline = word.lstrip("-").partition("=")
         if name in ("help", "h") and "help" not in by_name:
             raise HelpRequested
-        opt = by_name.get(name)
-        if opt is None:
+        found = by_name.get(name)
+        if found is None:
             if command.allow_unknown:
                 continue
             raise InvalidArgument(f"flag provided but not defined: -{name}")
+        opt = found
         if opt.kind == FLAG:
             values[opt.dest] = _parse_bool(inline, name) if has_value else True
             continue

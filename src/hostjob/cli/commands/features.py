@@ -1,0 +1,20 @@
+"""``hostjob features``: the runtime-spec features document."""
+
+from __future__ import annotations
+
+import json
+
+from hostjob.cli.args import Command
+from hostjob.spec.features import features
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hostjob.cli.args import Args
+    from hostjob.cli.main import Context
+
+COMMAND = Command("features", "Show the runtime-spec features document.")
+
+
+def run(args: Args, ctx: Context) -> int:
+    print(json.dumps(features(), indent=2))
+    return 0
