@@ -9,11 +9,10 @@ persisted in the container's state and is all later commands look at.
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 
-from hostjob import log
+from hostjob import jsonio, log
 from hostjob.errors import ConfigError
 from hostjob.runtime import caps
 from hostjob.spec import runtime as wire
@@ -233,7 +232,7 @@ def read_json(path: str, what: str) -> object:
     except OSError as err:
         raise ConfigError(f"cannot read {what} {path}: {err.strerror}") from None
     try:
-        return json.loads(data)
+        return jsonio.loads(data)
     except ValueError as err:
         raise ConfigError(f"{what} is not valid JSON: {err}") from None
 

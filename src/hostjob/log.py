@@ -11,10 +11,11 @@ Errors are reported by ``hostjob.cli.main``, which also writes them here.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
+
+from hostjob import jsonio
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
@@ -47,8 +48,8 @@ def rfc3339(epoch: float | None = None) -> str:
 def format_record(level: str, msg: str, fmt: str) -> str:
     now = rfc3339()
     if fmt == "json":
-        return json.dumps({"level": level, "msg": msg, "time": now})
-    return f"time={json.dumps(now)} level={level} msg={json.dumps(msg)}"
+        return jsonio.dumps({"level": level, "msg": msg, "time": now})
+    return f"time={jsonio.dumps(now)} level={level} msg={jsonio.dumps(msg)}"
 
 
 def _emit(level: str, msg: str) -> None:

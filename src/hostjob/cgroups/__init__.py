@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
 import time
+
+from hostjob.runtime.signals import sig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -87,22 +88,16 @@ class Manager:
         return any(os.path.isdir(d) for d in self.dirs)
 
     def pids(self) -> list[int]:
-        out: set[int] = set()
-        for d in self.dirs:
-            for root, _dirs, _files in os.walk(d):
-                try:
-                    with open(os.path.join(root, "cgroup.procs")) as f:
-                        out.update(int(x) for x in f.read().split())
-                except OSError:
-                    pass
-            if out:
-                break
-        return sorted(out)
+        try:
+            with open(os.path.join(self.dirs[0], "cgroup.procs")) as f:
+                return sorted(int(x) for x in f.read().split())
+        except OSError:
+            return []
 
     def frozen(self) -> bool:
         return False
 
-    def kill_all(self, sig: int = signal.SIGKILL) -> None:
+    def kill_all(self, sig: int = sig.SIGKILL) -> None:
         for pid in self.pids():
             try:
                 os.kill(pid, sig)
@@ -112,7 +107,7 @@ class Manager:
     def destroy(self) -> None:
         deadline = time.monotonic() + 5
         while self.pids() and time.monotonic() < deadline:
-            self.kill_all(signal.SIGKILL)
+            self.kill_all(sig.SIGKILL)
             time.sleep(0.005)
         for d in self.dirs:
             for _ in range(200):

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import select
-import signal
 import time
 
 from hostjob import cgroups, config, log
 from hostjob.errors import ContainerNotFound, ContainerNotRunning, HookError, HostjobError
 from hostjob.runtime import hooks, init, mounts, proc, resolve, status
+from hostjob.runtime.signals import sig
 from hostjob.runtime.status import Status
 from hostjob.runtime.store import (
     DEFAULT_ROOT,
@@ -293,7 +293,7 @@ class Container:
             )
         except HookError:
             # runc: a failed poststart hook takes the container down with it.
-            self.kill(signal.SIGKILL, all_processes=True)
+            self.kill(sig.SIGKILL, all_processes=True)
             raise
 
     def _release(self, record: Record) -> None:
@@ -318,7 +318,7 @@ class Container:
 
     # --- kill -----------------------------------------------------------------------------
 
-    def kill(self, sig: int = signal.SIGTERM, *, all_processes: bool = False) -> None:
+    def kill(self, sig: int = sig.SIGTERM, *, all_processes: bool = False) -> None:
         """Signal the init, or with ``all_processes`` every process of the job."""
         current = self.status
         if all_processes:
@@ -356,7 +356,7 @@ class Container:
         job = record.config
         manager = cgroups.open_manager(job.cgroups_path)
         if record.pid:
-            proc.signal_process(record.pid, record.start_time, signal.SIGKILL)
+            proc.signal_process(record.pid, record.start_time, sig.SIGKILL)
         end_job(manager, grace)
         manager.destroy()
         mounts.undo(record.unmounts, record.removals)
@@ -373,11 +373,11 @@ class Container:
 def end_job(manager: cgroups.Manager, grace: float) -> None:
     """The init has exited: the job's other processes get SIGTERM, then SIGKILL."""
     if grace > 0 and manager.pids():
-        manager.kill_all(signal.SIGTERM)
+        manager.kill_all(sig.SIGTERM)
         deadline = time.monotonic() + grace
         while manager.pids() and time.monotonic() < deadline:
             time.sleep(0.02)
-    manager.kill_all(signal.SIGKILL)
+    manager.kill_all(sig.SIGKILL)
 
 
 def _listen_fds() -> int:

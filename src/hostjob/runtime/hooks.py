@@ -7,12 +7,12 @@ is quoted when it fails. ``timeout`` kills the hook and fails the step.
 
 from __future__ import annotations
 
-import json
 import os
-import signal
 
+from hostjob import jsonio
 from hostjob.errors import HookError
 from hostjob.runtime.proc import exit_code, wait_pidfd
+from hostjob.runtime.signals import sig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def run_hooks(point: str, hooks: list[Hook], state: dict[str, Any]) -> None:
     """Run every hook of ``point`` in order; the first failure raises HookError."""
     if not hooks:
         return
-    payload = json.dumps(state).encode()
+    payload = jsonio.dumps(state).encode()
     for index, hook in enumerate(hooks):
         run_hook(point, index, hook, payload)
 
@@ -44,7 +44,7 @@ def run_hook(point: str, index: int, hook: Hook, payload: bytes) -> None:
                     (os.POSIX_SPAWN_DUP2, output, 1),
                     (os.POSIX_SPAWN_DUP2, output, 2),
                 ],
-                setsigdef=(signal.SIGPIPE,),
+                setsigdef=(sig.SIGPIPE,),
             )
         except OSError as err:
             raise HookError(
@@ -88,7 +88,7 @@ def _wait(pid: int, timeout: int | None) -> int | None:
         fd = os.pidfd_open(pid)
         try:
             if not wait_pidfd(fd, float(timeout)):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, sig.SIGKILL)
                 os.waitpid(pid, 0)
                 return None
         finally:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import errno
 import os
 import select
-import signal
 import time
+
+from hostjob.runtime.signals import sig
 
 
 def stat_fields(pid: int) -> list[str] | None:
@@ -57,13 +58,13 @@ def open_pidfd(pid: int, started: int) -> int | None:
     return fd
 
 
-def signal_process(pid: int, started: int, sig: int) -> bool:
-    """Send ``sig`` to the process if it is still the same one; False if it is gone."""
+def signal_process(pid: int, started: int, signum: int) -> bool:
+    """Send ``signum`` to the process if it is still the same one; False if it is gone."""
     fd = open_pidfd(pid, started)
     if fd is None:
         return False
     try:
-        signal.pidfd_send_signal(fd, sig)
+        sig.pidfd_send_signal(fd, signum)
         return True
     except ProcessLookupError:
         return False

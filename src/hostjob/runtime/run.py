@@ -10,10 +10,10 @@ deletes the container. ``detach`` returns once the program runs.
 from __future__ import annotations
 
 import os
-import signal
 
 from hostjob.runtime import proc
 from hostjob.runtime.container import Container, CreateOptions, end_job, stop_grace
+from hostjob.runtime.signals import sig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,18 +22,18 @@ if TYPE_CHECKING:
     from hostjob.config import JobConfig
 
 FORWARDED = (
-    signal.SIGHUP,
-    signal.SIGINT,
-    signal.SIGQUIT,
-    signal.SIGUSR1,
-    signal.SIGUSR2,
-    signal.SIGALRM,
-    signal.SIGTERM,
-    signal.SIGCONT,
-    signal.SIGTSTP,
-    signal.SIGTTIN,
-    signal.SIGTTOU,
-    signal.SIGWINCH,
+    sig.SIGHUP,
+    sig.SIGINT,
+    sig.SIGQUIT,
+    sig.SIGUSR1,
+    sig.SIGUSR2,
+    sig.SIGALRM,
+    sig.SIGTERM,
+    sig.SIGCONT,
+    sig.SIGTSTP,
+    sig.SIGTTIN,
+    sig.SIGTTOU,
+    sig.SIGWINCH,
 )
 
 
@@ -109,7 +109,7 @@ def run(
 
 def _forward_signals(pid: int, master: int) -> None:
     def forward(signum: int, _frame: object) -> None:
-        if signum == signal.SIGWINCH and master >= 0:
+        if signum == sig.SIGWINCH and master >= 0:
             _copy_window_size(master)
             return
         try:
@@ -117,13 +117,14 @@ def _forward_signals(pid: int, master: int) -> None:
         except ProcessLookupError:
             pass
 
-    for sig in FORWARDED:
-        signal.signal(sig, forward)
+    for number in FORWARDED:
+        sig.signal(number, forward)
 
 
 def _ignore_forwarded() -> None:
-    for sig in FORWARDED:
-        signal.signal(sig, signal.SIG_IGN if sig != signal.SIGCONT else signal.SIG_DFL)
+    # Teardown must not be interrupted: a second Ctrl-C would leak the job.
+    for number in FORWARDED:
+        sig.signal(number, sig.SIG_IGN if number != sig.SIGCONT else sig.SIG_DFL)
 
 
 def _copy_window_size(master: int) -> None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import os
 
+from hostjob import jsonio
 from hostjob.config import JobConfig
 from hostjob.errors import ContainerExists, ContainerNotFound, InvalidArgument, PermissionDenied
 from hostjob.spec._decode import Model, integer, model, string, string_list
@@ -192,13 +192,13 @@ class StateStore:
             raise ContainerNotFound(container_id) from None
         except PermissionError:
             raise PermissionDenied(f"cannot read {path}: hostjob needs root") from None
-        record: Record = Record.decode(json.loads(data))
+        record: Record = Record.decode(jsonio.loads(data))
         return record
 
     def write(self, record: Record) -> None:
         directory = self.dir(record.id)
         tmp = os.path.join(directory, f".{STATE_FILE}.tmp")
-        data = json.dumps(record.to_json(), separators=(",", ":")).encode()
+        data = jsonio.dumps(record.to_json()).encode()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
             os.write(fd, data)

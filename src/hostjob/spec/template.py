@@ -7,9 +7,9 @@ for a process that runs on the host.
 
 from __future__ import annotations
 
-import json
 import os
 
+from hostjob import jsonio
 from hostjob.errors import ConfigError
 from hostjob.spec.runtime import OCI_VERSION
 
@@ -40,7 +40,7 @@ def job_container_template() -> dict[str, Any]:
 def write_template(bundle: str) -> str:
     """Write ``<bundle>/config.json``; refuses to overwrite one."""
     path = os.path.join(bundle, "config.json")
-    data = json.dumps(job_container_template(), indent=2) + "\n"
+    data = jsonio.dumps(job_container_template(), 2) + "\n"
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     except FileExistsError:

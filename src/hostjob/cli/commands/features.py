@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
+from hostjob import jsonio
 from hostjob.cli.args import Command
 from hostjob.spec.features import features
 
@@ -16,5 +15,5 @@ COMMAND = Command("features", "Show the runtime-spec features document.")
 
 
 def run(args: Args, ctx: Context) -> int:
-    print(json.dumps(features(), indent=2))
+    print(jsonio.dumps(features(), 2))
     return 0

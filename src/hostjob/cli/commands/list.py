@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
+from hostjob import jsonio
 from hostjob.cli.args import FLAG, VALUE, Command, Option
 from hostjob.errors import InvalidArgument
 from hostjob.runtime.container import Container
@@ -33,7 +32,7 @@ def run(args: Args, ctx: Context) -> int:
         return 0
     states = [c.state() for c in containers]
     if args.format == "json":
-        print(json.dumps([s.to_json() for s in states]))
+        print(jsonio.dumps([s.to_json() for s in states]))
         return 0
     rows = [("ID", "PID", "STATUS", "BUNDLE", "CREATED", "OWNER")]
     rows += [

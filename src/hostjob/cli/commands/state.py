@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
+from hostjob import jsonio
 from hostjob.cli.args import Command
 from hostjob.runtime.container import Container
 
@@ -17,5 +16,5 @@ COMMAND = Command("state", "Output the state of a container.", positionals=("con
 
 def run(args: Args, ctx: Context) -> int:
     state = Container.load(args.container_id, root=ctx.root).state()
-    print(json.dumps(state.to_json(), indent=2))
+    print(jsonio.dumps(state.to_json(), 2))
     return 0

@@ -1,0 +1,43 @@
+"""``hostjob create``: set up a container whose process waits for ``start``."""
+
+from __future__ import annotations
+
+from hostjob.cli.args import FLAG, INT, VALUE, Command, Option
+from hostjob.runtime.container import Container, CreateOptions
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hostjob.cli.args import Args
+    from hostjob.cli.main import Context
+
+# The flags runc's create takes (and its clients pass).
+CREATE_OPTIONS = (
+    Option("bundle,b", VALUE, "path to the bundle directory", default="."),
+    Option("console-socket", VALUE, "unix socket that receives the pty master", metavar="path"),
+    Option("pid-file", VALUE, "write the process's pid here", metavar="path"),
+    Option("preserve-fds", INT, "pass N extra fds (3..3+N-1) to the process", default=0),
+    Option("no-pivot", FLAG, "accepted for runc compatibility (no pivot_root happens)"),
+    Option("no-new-keyring", FLAG, "accepted for runc compatibility (no keyring is made)"),
+)
+
+COMMAND = Command(
+    "create",
+    "Create a job container from a bundle; its process waits for `start`.",
+    options=CREATE_OPTIONS,
+    positionals=("container_id",),
+)
+
+
+def run(args: Args, ctx: Context) -> int:
+    Container.create(
+        args.container_id,
+        args.bundle,
+        root=ctx.root,
+        options=CreateOptions(
+            pid_file=args.pid_file,
+            console_socket=args.console_socket,
+            preserve_fds=args.preserve_fds,
+            systemd_cgroup=ctx.systemd_cgroup,
+        ),
+    )
+    return 0

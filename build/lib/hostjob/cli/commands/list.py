@@ -1,0 +1,54 @@
+"""``hostjob list``: the containers under the state root."""
+
+from __future__ import annotations
+
+from hostjob import jsonio
+from hostjob.cli.args import FLAG, VALUE, Command, Option
+from hostjob.errors import InvalidArgument
+from hostjob.runtime.container import Container
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hostjob.cli.args import Args
+    from hostjob.cli.main import Context
+
+COMMAND = Command(
+    "list",
+    "List containers.",
+    options=(
+        Option("format,f", VALUE, "table or json", default="table"),
+        Option("quiet,q", FLAG, "print only the IDs"),
+    ),
+)
+
+
+def run(args: Args, ctx: Context) -> int:
+    if args.format not in ("table", "json"):
+        raise InvalidArgument(f"invalid format option: {args.format}")
+    containers = Container.load_all(root=ctx.root)
+    if args.quiet:
+        for container in containers:
+            print(container.id)
+        return 0
+    states = [c.state() for c in containers]
+    if args.format == "json":
+        print(jsonio.dumps([s.to_json() for s in states]))
+        return 0
+    rows = [("ID", "PID", "STATUS", "BUNDLE", "CREATED", "OWNER")]
+    rows += [
+        (
+            s.id or "",
+            str(s.pid or 0),
+            s.status or "",
+            s.bundle or "",
+            s.created or "",
+            c.store.owner(c.id),
+        )
+        for c, s in zip(containers, states, strict=True)
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print(
+            "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+    return 0

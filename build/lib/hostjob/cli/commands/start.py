@@ -1,0 +1,18 @@
+"""``hostjob start``: release a created container into its program."""
+
+from __future__ import annotations
+
+from hostjob.cli.args import Command
+from hostjob.runtime.container import Container
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hostjob.cli.args import Args
+    from hostjob.cli.main import Context
+
+COMMAND = Command("start", "Start a created container.", positionals=("container_id",))
+
+
+def run(args: Args, ctx: Context) -> int:
+    Container.load(args.container_id, root=ctx.root).start()
+    return 0

@@ -1,0 +1,157 @@
+"""``hostjob``: global flags, a lazy command table, and the one error-to-exit mapping.
+
+Each command lives in ``hostjob.cli.commands.<name>`` with a ``COMMAND``
+(its interface, see ``hostjob.cli.args``) and ``run(args, ctx) -> int`` that
+calls one library verb. Only the chosen command's module is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from hostjob import __version__, log
+from hostjob.cli.args import FLAG, VALUE, Command, HelpRequested, Option, parse, usage
+from hostjob.errors import HostjobError, PermissionDenied
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hostjob.cli.args import Args
+
+SPEC_VERSION = "1.2.0"
+
+# name -> (module under hostjob.cli.commands, one-line help, needs root)
+COMMANDS: dict[str, tuple[str, str, bool]] = {
+    "create": ("create", "create a container", True),
+    "start": ("start", "start a created container", True),
+    "state": ("state", "output the state of a container", True),
+    "kill": ("kill", "send a signal to the container's init (or every job process)", True),
+    "delete": ("delete", "delete a container and everything it holds", True),
+    "run": ("run", "create and run a container", True),
+    "list": ("list", "list containers", True),
+    "spec": ("spec", "write a job-container config.json template", False),
+    "features": ("features", "show what this runtime supports", False),
+    "checkpoint": ("unsupported", "not supported by job containers", False),
+    "restore": ("unsupported", "not supported by job containers", False),
+}
+
+GLOBAL = Command(
+    "hostjob",
+    "hostjob runs job containers: OCI images whose processes run on the host, in a job.",
+    options=(
+        Option("root", VALUE, "state directory (default /run/hostjob)", default="/run/hostjob"),
+        Option("log", VALUE, "log file (default: none)", default=""),
+        Option("log-format", VALUE, "log format: text or json", default="text"),
+        Option("debug", FLAG, "enable debug logging"),
+        Option("systemd-cgroup", FLAG, "cgroupsPath is slice:prefix:name"),
+        Option("rootless", VALUE, "accepted for runc compatibility", default="auto"),
+        Option("criu", VALUE, "accepted for runc compatibility"),
+        Option("version,v", FLAG, "print the version"),
+    ),
+    rest="command",
+)
+
+
+class Context:
+    """The global flags, as every command sees them."""
+
+    __slots__ = ("debug", "log", "log_format", "root", "rootless", "systemd_cgroup")
+
+    def __init__(self, args: Args) -> None:
+        self.root: str = args.root
+        self.log: str = args.log
+        self.log_format: str = args.log_format
+        self.debug: bool = args.debug
+        self.systemd_cgroup: bool = args.systemd_cgroup
+        self.rootless: str = args.rootless
+
+
+def _top_usage() -> str:
+    lines = [usage("hostjob", GLOBAL).replace("hostjob hostjob", "hostjob"), "", "commands:"]
+    lines += [f"  {name:<12} {help_}" for name, (_m, help_, _r) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def _normalise_rootless(argv: list[str]) -> list[str]:
+    # runc's --rootless takes a value (true|false|auto) but is often given bare.
+    out = list(argv)
+    for i, word in enumerate(out):
+        if word in ("--rootless", "-rootless") and (
+            i + 1 >= len(out) or out[i + 1] not in ("true", "false", "auto")
+        ):
+            out[i] = "--rootless=true"
+        if not word.startswith("-"):
+            break
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else argv
+    try:
+        glob = parse(GLOBAL, _normalise_rootless(words), stop_at_positional=True)
+    except HelpRequested:
+        print(_top_usage())
+        return 0
+    except HostjobError as err:
+        return _fail(err)
+    if glob.version:
+        print(f"hostjob version {__version__}\nspec: {SPEC_VERSION}")
+        return 0
+    if glob.log_format not in ("text", "json"):
+        return _fail(HostjobError(f"invalid log-format: {glob.log_format}"))
+    log.configure(glob.log, glob.log_format, glob.debug)
+    if not glob.command:
+        print(_top_usage(), file=sys.stderr)
+        return 1
+    name, rest = glob.command[0], glob.command[1:]
+    entry = COMMANDS.get(name)
+    if entry is None:
+        return _fail(HostjobError(f"no such command: {name}"))
+    module_name, _help, needs_root = entry
+    import importlib
+
+    module = importlib.import_module(f"hostjob.cli.commands.{module_name}")
+    command: Command = module.COMMAND
+    try:
+        args = parse(command, rest)
+    except HelpRequested:
+        print(usage("hostjob", command))
+        return 0
+    except HostjobError as err:
+        return _fail(err)
+    ctx = Context(glob)
+    try:
+        if needs_root and os.geteuid() != 0:
+            raise PermissionDenied(f"hostjob {name} needs root (euid 0): run it as root")
+        code: int = module.run(args, ctx)
+        return code
+    except HostjobError as err:
+        return _fail(err)
+    except KeyboardInterrupt:
+        return 130
+    except OSError as err:
+        if glob.debug:
+            raise
+        return _fail(HostjobError(_os_error_text(err)))
+
+
+def _os_error_text(err: OSError) -> str:
+    text = err.strerror or str(err)
+    if err.filename:
+        return f"{err.filename}: {text}"
+    return text
+
+
+def _fail(err: HostjobError) -> int:
+    message = str(err).replace("\n", " ")
+    log.error(message)
+    sys.stderr.write(f"{message}\n")
+    return err.exit_code
+
+
+def entry_point() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry_point()

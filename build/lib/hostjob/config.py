@@ -1,0 +1,491 @@
+"""The one conversion step: runtime-spec wire config -> hostjob's job configuration.
+
+Like runc's ``specconv``: everything hostjob does with a config.json is decided
+here, once, at ``create``: which fields are honoured, which are ignored (with one
+warning each) and which are refused; the sandbox mount point and mount mode; the
+volumes; the user; the hooks; the cgroup path. The result (``JobConfig``) is
+persisted in the container's state and is all later commands look at.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+
+from hostjob import jsonio, log
+from hostjob.errors import ConfigError
+from hostjob.runtime import caps
+from hostjob.spec import runtime as wire
+from hostjob.spec._decode import (
+    Model,
+    boolean,
+    integer,
+    list_of,
+    map_of,
+    model,
+    string,
+    string_list,
+    string_map,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+MOUNT_MODES = ("host", "bind")
+DEFAULT_BIND_MOUNT_POINT = "/hpc"
+# Parent of every container cgroup whose linux.cgroupsPath is empty or relative.
+CGROUP_PARENT = "/hostjob"
+
+ANNOTATION_MOUNT_MODE = "io.hostjob.mount-mode"
+ANNOTATION_MOUNT_POINT = "io.hostjob.rootfs-mount-point"
+ANNOTATION_INHERIT_USER = "io.hostjob.inherit-user"
+HCS_CONTAINER = "microsoft.com/hostprocess-container"
+HCS_ROOTFS_LOCATION = "microsoft.com/hostprocess-rootfs-location"
+HCS_INHERIT_USER = "microsoft.com/hostprocess-inherit-user"
+
+# Mount types that only make sense inside a container's own namespaces.
+CONTAINER_INTERNAL_MOUNTS = ("proc", "sysfs", "devpts", "tmpfs", "mqueue", "cgroup", "cgroup2")
+
+RLIMITS = {
+    name: getattr(resource, name)
+    for name in (
+        "RLIMIT_AS",
+        "RLIMIT_CORE",
+        "RLIMIT_CPU",
+        "RLIMIT_DATA",
+        "RLIMIT_FSIZE",
+        "RLIMIT_LOCKS",
+        "RLIMIT_MEMLOCK",
+        "RLIMIT_MSGQUEUE",
+        "RLIMIT_NICE",
+        "RLIMIT_NOFILE",
+        "RLIMIT_NPROC",
+        "RLIMIT_RSS",
+        "RLIMIT_RTPRIO",
+        "RLIMIT_RTTIME",
+        "RLIMIT_SIGPENDING",
+        "RLIMIT_STACK",
+    )
+    if hasattr(resource, name)
+}
+RLIM_INFINITY_U64 = 2**64 - 1
+
+
+# --- internal configuration --------------------------------------------------------------
+
+
+class Rlimit(Model):
+    __slots__ = ("hard", "soft", "type")
+    type: str
+    soft: int
+    hard: int
+    FIELDS = (("type", "type", string), ("soft", "soft", integer), ("hard", "hard", integer))
+
+
+class ProcessConfig(Model):
+    """What to run and as whom, before the job-container rules (``runtime.resolve``)."""
+
+    __slots__ = (
+        "additional_gids",
+        "args",
+        "capabilities",
+        "console_height",
+        "console_width",
+        "cwd",
+        "env",
+        "gid",
+        "no_new_privileges",
+        "oom_score_adj",
+        "rlimits",
+        "terminal",
+        "uid",
+        "umask",
+        "username",
+    )
+    args: list[str]
+    env: list[str]
+    cwd: str | None
+    terminal: bool
+    console_height: int | None
+    console_width: int | None
+    uid: int | None
+    gid: int | None
+    additional_gids: list[int]
+    umask: int | None
+    username: str | None
+    rlimits: list[Rlimit]
+    no_new_privileges: bool
+    capabilities: dict[str, list[str]] | None
+    oom_score_adj: int | None
+    FIELDS = (
+        ("args", "args", string_list),
+        ("env", "env", string_list),
+        ("cwd", "cwd", string),
+        ("terminal", "terminal", boolean),
+        ("consoleHeight", "console_height", integer),
+        ("consoleWidth", "console_width", integer),
+        ("uid", "uid", integer),
+        ("gid", "gid", integer),
+        ("additionalGids", "additional_gids", list_of(integer)),
+        ("umask", "umask", integer),
+        ("username", "username", string),
+        ("rlimits", "rlimits", list_of(model(Rlimit))),
+        ("noNewPrivileges", "no_new_privileges", boolean),
+        ("capabilities", "capabilities", map_of(string_list)),
+        ("oomScoreAdj", "oom_score_adj", integer),
+    )
+
+
+class Hook(Model):
+    __slots__ = ("args", "env", "path", "timeout")
+    path: str
+    args: list[str]
+    env: list[str]
+    timeout: int | None
+    FIELDS = (
+        ("path", "path", string),
+        ("args", "args", string_list),
+        ("env", "env", string_list),
+        ("timeout", "timeout", integer),
+    )
+
+
+class Volume(Model):
+    """A bind mount of the spec: a symlink in host mode, a real bind in bind mode."""
+
+    __slots__ = ("destination", "readonly", "source")
+    source: str
+    destination: str
+    readonly: bool
+    FIELDS = (
+        ("source", "source", string),
+        ("destination", "destination", string),
+        ("readonly", "readonly", boolean),
+    )
+
+
+class JobConfig(Model):
+    """Everything hostjob needs to run and later manage one job container."""
+
+    __slots__ = (
+        "annotations",
+        "bind_rootfs",
+        "bundle",
+        "cgroups_path",
+        "hooks",
+        "inherit_user",
+        "mount_mode",
+        "mount_point",
+        "oci_version",
+        "process",
+        "readonly",
+        "resources",
+        "rootfs",
+        "volumes",
+    )
+    oci_version: str
+    bundle: str
+    rootfs: str
+    readonly: bool
+    mount_mode: str
+    mount_point: str
+    bind_rootfs: bool
+    volumes: list[Volume]
+    process: ProcessConfig
+    hooks: dict[str, list[Hook]]
+    cgroups_path: str
+    resources: wire.Resources | None
+    annotations: dict[str, str]
+    inherit_user: bool
+    FIELDS = (
+        ("ociVersion", "oci_version", string),
+        ("bundle", "bundle", string),
+        ("rootfs", "rootfs", string),
+        ("readonly", "readonly", boolean),
+        ("mountMode", "mount_mode", string),
+        ("mountPoint", "mount_point", string),
+        ("bindRootfs", "bind_rootfs", boolean),
+        ("volumes", "volumes", list_of(model(Volume))),
+        ("process", "process", model(ProcessConfig)),
+        ("hooks", "hooks", map_of(list_of(model(Hook)))),
+        ("cgroupsPath", "cgroups_path", string),
+        ("resources", "resources", model(wire.Resources)),
+        ("annotations", "annotations", string_map),
+        ("inheritUser", "inherit_user", boolean),
+    )
+
+    def hooks_for(self, point: str) -> list[Hook]:
+        return (self.hooks or {}).get(point) or []
+
+
+# --- loading ------------------------------------------------------------------------------
+
+
+def read_json(path: str, what: str) -> object:
+    """Read a JSON document; a missing file or bad JSON is a one-line ConfigError."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise ConfigError(f"{what} not found: {path}") from None
+    except OSError as err:
+        raise ConfigError(f"cannot read {what} {path}: {err.strerror}") from None
+    try:
+        return jsonio.loads(data)
+    except ValueError as err:
+        raise ConfigError(f"{what} is not valid JSON: {err}") from None
+
+
+def load_spec(bundle: str) -> wire.Spec:
+    spec: wire.Spec = wire.Spec.decode(
+        read_json(os.path.join(bundle, "config.json"), "config.json")
+    )
+    return spec
+
+
+def load_bundle(bundle: str, container_id: str) -> JobConfig:
+    bundle = os.path.abspath(bundle)
+    return to_job_config(load_spec(bundle), bundle, container_id)
+
+
+# --- the conversion -------------------------------------------------------------------------
+
+
+def to_job_config(spec: wire.Spec, bundle: str, container_id: str) -> JobConfig:
+    _refuse_unsupported(spec)
+    _warn_ignored(spec)
+    annotations = dict(spec.annotations or {})
+    if spec.root is None or not spec.root.path:
+        raise ConfigError("root.path is required", "root.path")
+    rootfs = os.path.normpath(os.path.join(bundle, spec.root.path))
+    if spec.process is None:
+        raise ConfigError("process is required", "process")
+    mount_mode = annotations.get(ANNOTATION_MOUNT_MODE, "host")
+    if mount_mode not in MOUNT_MODES:
+        raise ConfigError(
+            f"must be one of {', '.join(MOUNT_MODES)}, not {mount_mode!r}",
+            f"annotations.{ANNOTATION_MOUNT_MODE}",
+        )
+    mount_point, bind_rootfs = _mount_point(spec, annotations, container_id, rootfs, mount_mode)
+    linux = spec.linux or wire.Linux()
+    return JobConfig(
+        oci_version=spec.oci_version or wire.OCI_VERSION,
+        bundle=bundle,
+        rootfs=rootfs,
+        readonly=bool(spec.root.readonly),
+        mount_mode=mount_mode,
+        mount_point=mount_point,
+        bind_rootfs=bind_rootfs,
+        volumes=_volumes(spec.mounts or [], bundle),
+        process=process_config(spec.process, "process"),
+        hooks=_hooks(spec.hooks),
+        cgroups_path=linux.cgroups_path or "",
+        resources=linux.resources,
+        annotations=annotations,
+        inherit_user=_truthy(annotations.get(ANNOTATION_INHERIT_USER))
+        or _truthy(annotations.get(HCS_INHERIT_USER)),
+    )
+
+
+def _truthy(value: str | None) -> bool:
+    return value is not None and value.lower() in ("true", "1", "yes")
+
+
+def _refuse_unsupported(spec: wire.Spec) -> None:
+    if spec.linux is not None and spec.linux.sysctl:
+        raise ConfigError(
+            "job containers share the host's kernel namespaces, so sysctls would change"
+            " the host; remove them",
+            "linux.sysctl",
+        )
+    if spec.vm is not None:
+        raise ConfigError("virtual-machine containers are not supported by hostjob", "vm")
+    windows = spec.windows
+    if windows is not None and windows.hyperv is not None and windows.job_container is not None:
+        raise ConfigError(
+            "a job container runs on the host and cannot be isolated in Hyper-V",
+            "windows.hyperv",
+        )
+
+
+# (attribute getter, JSON path) of fields that are accepted but mean nothing for a job
+# container; each present one costs one warning line, never an error.
+_IGNORED: tuple[tuple[str, str], ...] = (
+    ("hostname", "hostname"),
+    ("domainname", "domainname"),
+    ("linux.namespaces", "linux.namespaces"),
+    ("linux.uid_mappings", "linux.uidMappings"),
+    ("linux.gid_mappings", "linux.gidMappings"),
+    ("linux.seccomp", "linux.seccomp"),
+    ("linux.masked_paths", "linux.maskedPaths"),
+    ("linux.readonly_paths", "linux.readonlyPaths"),
+    ("linux.devices", "linux.devices"),
+    ("linux.mount_label", "linux.mountLabel"),
+    ("process.apparmor_profile", "process.apparmorProfile"),
+    ("process.selinux_label", "process.selinuxLabel"),
+)
+
+
+def _warn_ignored(spec: wire.Spec) -> None:
+    for getter, path in _IGNORED:
+        value: Any = spec
+        for attr in getter.split("."):
+            value = getattr(value, attr, None) if value is not None else None
+        if value:
+            log.warning(f"{path} is ignored: job containers run in the host's namespaces")
+
+
+def _mount_point(
+    spec: wire.Spec, annotations: dict[str, str], container_id: str, rootfs: str, mode: str
+) -> tuple[str, bool]:
+    """(sandbox mount point, whether hostjob bind-mounts the rootfs there on the host)."""
+    asked = None
+    path = ""
+    job = spec.windows.job_container if spec.windows is not None else None
+    if job is not None and job.rootfs_mount_point:
+        asked, path = job.rootfs_mount_point, "windows.jobContainer.rootfsMountPoint"
+    elif annotations.get(ANNOTATION_MOUNT_POINT):
+        asked, path = annotations[ANNOTATION_MOUNT_POINT], f"annotations.{ANNOTATION_MOUNT_POINT}"
+    elif annotations.get(HCS_ROOTFS_LOCATION):
+        location = annotations[HCS_ROOTFS_LOCATION]
+        asked = os.path.join(location, container_id)
+        path = f"annotations.{HCS_ROOTFS_LOCATION}"
+    if asked is not None:
+        asked = validate_mount_point(asked, path)
+    if mode == "bind":
+        return asked or DEFAULT_BIND_MOUNT_POINT, False
+    if asked is None or asked == rootfs:
+        return rootfs, False
+    return asked, True
+
+
+_SYSTEM_TREES = ("/proc", "/sys", "/dev")
+
+
+def validate_mount_point(path: str, json_path: str) -> str:
+    if not os.path.isabs(path):
+        raise ConfigError(f"the mount point must be an absolute path, not {path!r}", json_path)
+    path = os.path.normpath(path)
+    if path == "/" or any(path == t or path.startswith(t + "/") for t in _SYSTEM_TREES):
+        raise ConfigError(f"refusing to use {path} as the mount point", json_path)
+    return path
+
+
+def _volumes(mounts: list[wire.Mount], bundle: str) -> list[Volume]:
+    volumes = []
+    for i, mount in enumerate(mounts):
+        options = mount.options or []
+        if not mount.destination:
+            raise ConfigError("destination is required", f"mounts[{i}].destination")
+        if mount.type == "bind" or "bind" in options or "rbind" in options:
+            if not mount.source:
+                raise ConfigError("a bind mount needs a source", f"mounts[{i}].source")
+            volumes.append(
+                Volume(
+                    source=os.path.normpath(os.path.join(bundle, mount.source)),
+                    destination=os.path.normpath(os.path.join("/", mount.destination)),
+                    readonly="ro" in options,
+                )
+            )
+        elif mount.type in CONTAINER_INTERNAL_MOUNTS:
+            log.debug(f"mounts[{i}] ({mount.type} on {mount.destination}) is container-internal")
+        else:
+            log.warning(
+                f"mounts[{i}] ({mount.type} on {mount.destination}) is ignored:"
+                " only bind mounts apply to job containers"
+            )
+    return volumes
+
+
+def _hooks(hooks: wire.Hooks | None) -> dict[str, list[Hook]]:
+    table: dict[str, list[Hook]] = {}
+    if hooks is None:
+        return table
+    for point in wire.HOOK_POINTS:
+        attr = next(a for k, a, _d in wire.Hooks.FIELDS if k == point)
+        entries: list[wire.Hook] = getattr(hooks, attr) or []
+        converted = []
+        for i, hook in enumerate(entries):
+            path = f"hooks.{point}[{i}]"
+            if not hook.path or not os.path.isabs(hook.path):
+                raise ConfigError("a hook path must be absolute", f"{path}.path")
+            if hook.timeout is not None and hook.timeout <= 0:
+                raise ConfigError("a hook timeout must be positive", f"{path}.timeout")
+            converted.append(
+                Hook(
+                    path=hook.path,
+                    args=hook.args or [hook.path],
+                    env=hook.env or [],
+                    timeout=hook.timeout,
+                )
+            )
+        if converted:
+            table[point] = converted
+    return table
+
+
+def process_config(process: wire.Process, path: str) -> ProcessConfig:
+    """Convert a runtime-spec ``process`` (config.json's or ``exec --process``'s)."""
+    if not process.args:
+        raise ConfigError("args must name the program to run", f"{path}.args")
+    for i, entry in enumerate(process.env or []):
+        if "=" not in entry:
+            raise ConfigError(f"{entry!r} is not KEY=VALUE", f"{path}.env[{i}]")
+    if process.cwd and not os.path.isabs(process.cwd):
+        raise ConfigError("cwd must be an absolute path", f"{path}.cwd")
+    user = process.user or wire.User()
+    box = process.console_size
+    return ProcessConfig(
+        args=list(process.args),
+        env=list(process.env or []),
+        cwd=process.cwd,
+        terminal=bool(process.terminal),
+        console_height=box.height if box else None,
+        console_width=box.width if box else None,
+        uid=user.uid,
+        gid=user.gid,
+        additional_gids=list(user.additional_gids or []),
+        umask=user.umask,
+        username=user.username,
+        rlimits=_rlimits(process.rlimits or [], path),
+        no_new_privileges=bool(process.no_new_privileges),
+        capabilities=_capabilities(process.capabilities, path),
+        oom_score_adj=process.oom_score_adj,
+    )
+
+
+def _rlimits(rlimits: list[wire.Rlimit], path: str) -> list[Rlimit]:
+    out = []
+    seen = set()
+    for i, limit in enumerate(rlimits):
+        where = f"{path}.rlimits[{i}]"
+        if limit.type not in RLIMITS:
+            raise ConfigError(f"unknown rlimit type {limit.type!r}", f"{where}.type")
+        if limit.type in seen:
+            raise ConfigError(f"duplicate rlimit {limit.type}", f"{where}.type")
+        seen.add(limit.type)
+        soft = limit.soft if limit.soft is not None else 0
+        hard = limit.hard if limit.hard is not None else 0
+        if soft > hard:
+            raise ConfigError("soft limit is above the hard limit", where)
+        out.append(Rlimit(type=limit.type, soft=soft, hard=hard))
+    return out
+
+
+def _capabilities(capabilities: wire.Capabilities | None, path: str) -> dict[str, list[str]] | None:
+    if capabilities is None:
+        return None
+    out: dict[str, list[str]] = {}
+    for name in caps.SETS:
+        values = getattr(capabilities, name)
+        for i, cap in enumerate(values or []):
+            if cap not in caps.NUMBERS:
+                raise ConfigError(f"unknown capability {cap!r}", f"{path}.capabilities.{name}[{i}]")
+        out[name] = list(values or [])
+    return out
+
+
+def rlimit_value(value: int) -> int:
+    """runtime-spec's uint64 max is RLIM_INFINITY."""
+    return resource.RLIM_INFINITY if value >= RLIM_INFINITY_U64 else value

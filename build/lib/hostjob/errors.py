@@ -1,0 +1,134 @@
+"""Every error hostjob raises, in one tree.
+
+Each error carries the one-line message a user (or a client such as containerd,
+podman or CRI-O) sees, and the exit code of the command that failed. The CLI
+turns any ``HostjobError`` into that line on stderr, a logrus-style record in
+``--log`` and the exit code; nothing else maps errors to output.
+
+    HostjobError
+    ├── ConfigError            malformed or unsupported config.json / process.json
+    ├── InvalidArgument        a bad command-line value (signal name, flag, ID)
+    ├── ContainerExists        ``container with given ID already exists``
+    ├── ContainerNotFound      ``container does not exist``
+    ├── ContainerNotRunning    ``container not running``
+    ├── InvalidState           an illegal state transition (start twice, delete running)
+    ├── StartError             the container's program could not be set up or found
+    ├── HookError              a lifecycle hook failed or timed out
+    ├── MountError             the sandbox mount point or a volume could not be set up
+    ├── CgroupError            cgroupfs refused something
+    │   └── MissingController  a limit needs a controller the host lacks
+    ├── NotSupported           checkpoint/restore and friends
+    ├── PermissionDenied       hostjob needs root for this
+    └── ImageError             the image path (``hostjob run IMAGE``, pull, unpack)
+        ├── ReferenceError     an image reference or transport that cannot be parsed
+        ├── RegistryError      the registry answered with an error
+        ├── DigestMismatch     a blob's content does not match its digest or size
+        ├── UnpackError        a hostile or broken layer tar
+        └── ImageNotFound      no such image in the store
+"""
+
+from __future__ import annotations
+
+
+class HostjobError(Exception):
+    """Base of every error hostjob reports; ``str(err)`` is the user-facing line."""
+
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(HostjobError):
+    """The config is malformed: ``path`` is the JSON path of the offending value."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(f"{path}: {message}" if path else message)
+        self.path = path
+
+
+class InvalidArgument(HostjobError):
+    pass
+
+
+class ContainerExists(HostjobError):
+    def __init__(self, container_id: str = "") -> None:
+        super().__init__("container with given ID already exists")
+        self.container_id = container_id
+
+
+class ContainerNotFound(HostjobError):
+    def __init__(self, container_id: str = "") -> None:
+        super().__init__("container does not exist")
+        self.container_id = container_id
+
+
+class ContainerNotRunning(HostjobError):
+    def __init__(self, container_id: str = "") -> None:
+        super().__init__("container not running")
+        self.container_id = container_id
+
+
+class InvalidState(HostjobError):
+    pass
+
+
+class StartError(HostjobError):
+    pass
+
+
+class HookError(HostjobError):
+    pass
+
+
+class MountError(HostjobError):
+    pass
+
+
+class CgroupError(HostjobError):
+    pass
+
+
+class MissingController(CgroupError):
+    def __init__(self, controller: str, needed_for: str) -> None:
+        super().__init__(
+            f"cgroup controller {controller!r} is not available on this host"
+            f" but {needed_for} needs it"
+        )
+        self.controller = controller
+
+
+class NotSupported(HostjobError):
+    pass
+
+
+class PermissionDenied(HostjobError):
+    pass
+
+
+class ImageError(HostjobError):
+    pass
+
+
+class ReferenceError(ImageError):
+    pass
+
+
+class RegistryError(ImageError):
+    pass
+
+
+class DigestMismatch(ImageError):
+    pass
+
+
+class UnpackError(ImageError):
+    pass
+
+
+class ImageNotFound(ImageError):
+    pass

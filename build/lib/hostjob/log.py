@@ -1,0 +1,86 @@
+"""Log records in logrus's formats, which runc's clients parse.
+
+With ``--log FILE`` every record goes there, as JSON lines
+(``{"level":"warning","msg":"...","time":"2026-11-30T08:37:45Z"}``) with
+``--log-format json`` or logrus text lines (``time="..." level=warning msg="..."``)
+otherwise. Without ``--log``, only ``--debug`` sends debug and warning records to
+stderr: a command that succeeds writes nothing on stderr, because containerd and
+podman hand the runtime's stderr to the container's own stderr stream.
+Errors are reported by ``hostjob.cli.main``, which also writes them here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from hostjob import jsonio
+
+_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
+
+_path: str | None = None
+_format = "text"
+_threshold = _LEVELS["warning"]
+_to_stderr = False
+
+
+def configure(path: str | None, fmt: str = "text", debug: bool = False) -> None:
+    global _path, _format, _threshold, _to_stderr
+    _path = path or None
+    _format = fmt
+    _threshold = _LEVELS["debug"] if debug else _LEVELS["warning"]
+    _to_stderr = debug and _path is None
+
+
+def rfc3339(epoch: float | None = None) -> str:
+    """Go's time.RFC3339 ("2006-01-02T15:04:05Z07:00") in local time."""
+    t = time.localtime(epoch)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", t)
+    offset = t.tm_gmtoff or 0
+    if offset == 0:
+        return stamp + "Z"
+    sign = "+" if offset > 0 else "-"
+    hours, minutes = divmod(abs(offset) // 60, 60)
+    return f"{stamp}{sign}{hours:02d}:{minutes:02d}"
+
+
+def format_record(level: str, msg: str, fmt: str) -> str:
+    now = rfc3339()
+    if fmt == "json":
+        return jsonio.dumps({"level": level, "msg": msg, "time": now})
+    return f"time={jsonio.dumps(now)} level={level} msg={jsonio.dumps(msg)}"
+
+
+def _emit(level: str, msg: str) -> None:
+    if _LEVELS[level] < _threshold and level != "error":
+        return
+    if _path is not None:
+        line = format_record(level, msg, _format) + "\n"
+        try:
+            fd = os.open(_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            try:
+                os.write(fd, line.encode())
+            finally:
+                os.close(fd)
+        except OSError:
+            pass  # logging must never turn success into failure
+    elif _to_stderr and level != "error":
+        sys.stderr.write(f"hostjob: {level}: {msg}\n")
+
+
+def debug(msg: str) -> None:
+    _emit("debug", msg)
+
+
+def info(msg: str) -> None:
+    _emit("info", msg)
+
+
+def warning(msg: str) -> None:
+    _emit("warning", msg)
+
+
+def error(msg: str) -> None:
+    """Record an error in the log file (the CLI prints it on stderr itself)."""
+    _emit("error", msg)

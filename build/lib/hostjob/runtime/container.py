@@ -1,0 +1,398 @@
+"""``Container``: one job container and the verbs of its lifecycle.
+
+Every verb loads the container's record, asks a predicate of
+``hostjob.runtime.status`` whether the move is legal, acts, and persists the
+new record. Status is never stored: like runc, it is derived from the init
+process (pid + start time), the ``exec.fifo`` (present until ``start``) and the
+job's freezer.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import time
+
+from hostjob import cgroups, config, log
+from hostjob.errors import ContainerNotFound, ContainerNotRunning, HookError, HostjobError
+from hostjob.runtime import hooks, init, mounts, proc, resolve, status
+from hostjob.runtime.signals import sig
+from hostjob.runtime.status import Status
+from hostjob.runtime.store import (
+    DEFAULT_ROOT,
+    PHASE_CREATED,
+    PHASE_CREATING,
+    Record,
+    StateStore,
+    write_pid_file,
+)
+from hostjob.spec import runtime as wire
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from hostjob.config import JobConfig
+    from hostjob.runtime.init import Child
+
+# How long a detached job's other processes get between SIGTERM and SIGKILL once
+# its init has exited (SPEC §5), unless HOSTJOB_STOP_GRACE says otherwise.
+DEFAULT_STOP_GRACE = 5.0
+
+__all__ = ["Container", "Status"]
+
+
+def _now_rfc3339_nano() -> str:
+    ns = time.time_ns()
+    seconds, fraction = divmod(ns, 1_000_000_000)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+    return f"{stamp}.{fraction:09d}Z"
+
+
+def stop_grace() -> float:
+    value = os.environ.get("HOSTJOB_STOP_GRACE")
+    try:
+        return float(value) if value else DEFAULT_STOP_GRACE
+    except ValueError:
+        return DEFAULT_STOP_GRACE
+
+
+class CreateOptions:
+    """How ``create`` is asked to start the container process (runc's create flags)."""
+
+    __slots__ = ("console_socket", "pid_file", "preserve_fds", "systemd_cgroup")
+
+    def __init__(
+        self,
+        pid_file: str | None = None,
+        console_socket: str | int | None = None,
+        preserve_fds: int = 0,
+        systemd_cgroup: bool = False,
+    ) -> None:
+        self.pid_file = pid_file
+        self.console_socket = console_socket
+        self.preserve_fds = preserve_fds
+        self.systemd_cgroup = systemd_cgroup
+
+
+class Container:
+    """A job container, identified by its ID under a state root."""
+
+    __slots__ = ("id", "record", "store")
+
+    def __init__(self, store: StateStore, container_id: str, record: Record | None) -> None:
+        self.store = store
+        self.id = container_id
+        self.record = record  # None: a create that died before writing anything
+
+    # --- loading ------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, container_id: str, *, root: str = DEFAULT_ROOT) -> Container:
+        store = StateStore(root)
+        return cls(store, container_id, store.read(container_id))
+
+    @classmethod
+    def load_all(cls, *, root: str = DEFAULT_ROOT) -> list[Container]:
+        store = StateStore(root)
+        found = []
+        for container_id in store.ids():
+            try:
+                found.append(cls(store, container_id, store.read(container_id)))
+            except ContainerNotFound:
+                continue  # deleted while we listed
+        return found
+
+    def reload(self) -> None:
+        self.record = self.store.read(self.id)
+
+    # --- status ---------------------------------------------------------------------------
+
+    @property
+    def config(self) -> JobConfig:
+        if self.record is None:
+            raise ContainerNotFound(self.id)
+        return self.record.config
+
+    @property
+    def pid(self) -> int:
+        return self.record.pid if self.record is not None else 0
+
+    def cgroup(self) -> cgroups.Manager:
+        return cgroups.open_manager(self.config.cgroups_path)
+
+    @property
+    def status(self) -> str:
+        record = self.record
+        if record is None or record.phase == PHASE_CREATING:
+            # Creating while its creator holds the lock; a create that died is stopped.
+            return Status.CREATING if self.store.creator_alive(self.id) else Status.STOPPED
+        if not proc.is_alive(record.pid, record.start_time):
+            return Status.STOPPED
+        if os.path.exists(self.store.fifo(self.id)):
+            return Status.CREATED
+        if self.cgroup().frozen():
+            return Status.PAUSED
+        return Status.RUNNING
+
+    def state(self) -> wire.State:
+        """The runtime-spec state, in runc's shape."""
+        current = self.status
+        record = self.record
+        job = record.config if record is not None else None
+        return wire.State(
+            oci_version=job.oci_version if job else wire.OCI_VERSION,
+            id=self.id,
+            pid=record.pid if record is not None and current != Status.STOPPED else 0,
+            status=current,
+            bundle=job.bundle if job else "",
+            rootfs=job.rootfs if job else "",
+            created=record.created if record is not None else "",
+            annotations=job.annotations if job and job.annotations else None,
+            owner="",
+        )
+
+    def _hook_state(self, current: str, pid: int | None) -> dict[str, Any]:
+        job = self.config
+        state: dict[str, Any] = {
+            "ociVersion": job.oci_version,
+            "id": self.id,
+            "status": current,
+            "bundle": job.bundle,
+            "annotations": job.annotations or {},
+        }
+        if pid:
+            state["pid"] = pid
+        return state
+
+    # --- create ---------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        container_id: str,
+        bundle: str,
+        *,
+        root: str = DEFAULT_ROOT,
+        options: CreateOptions | None = None,
+    ) -> Container:
+        """Create the container: its process is set up, in its job, waiting for ``start``.
+
+        The calling process is the container process's parent until it exits (the
+        CLI exits at once, so a subreaper such as containerd's shim adopts it).
+        """
+        job = config.load_bundle(bundle, container_id)
+        container, child = cls.create_from_config(container_id, job, root=root, options=options)
+        child.close()
+        return container
+
+    @classmethod
+    def create_from_config(
+        cls,
+        container_id: str,
+        job: JobConfig,
+        *,
+        root: str = DEFAULT_ROOT,
+        options: CreateOptions | None = None,
+    ) -> tuple[Container, Child]:
+        """``create`` from a converted config; also returns the child's handle (for ``run``)."""
+        options = options or CreateOptions()
+        store = StateStore(root)
+        job.cgroups_path = cgroups.resolve_path(
+            job.cgroups_path, container_id, options.systemd_cgroup
+        )
+        if job.process.terminal and options.console_socket is None:
+            raise HostjobError("cannot allocate a tty without --console-socket")
+        lock = store.create(container_id)
+        record = Record(
+            id=container_id,
+            pid=0,
+            start_time=0,
+            phase=PHASE_CREATING,
+            created=_now_rfc3339_nano(),
+            owner="",
+            config=job,
+            unmounts=[],
+            removals=[],
+        )
+        container = cls(store, container_id, record)
+        child = None
+        try:
+            # The record comes first: whatever happens below, delete --force can undo it.
+            store.write(record)
+            manager = cgroups.open_manager(job.cgroups_path)
+            manager.create(job.resources)
+            container._prepare_rootfs()
+            fifo = store.fifo(container_id)
+            os.mkfifo(fifo, 0o622)
+            setup = init.ChildSetup(resolve.plan(job, job.process), manager.procs_files())
+            setup.fifo = fifo
+            setup.console = options.console_socket
+            listen = _listen_fds()
+            setup.listen_fds = listen
+            setup.extra_fds = listen + options.preserve_fds
+            setup.start_hooks = job.hooks_for("startContainer")
+            setup.hook_state = container._hook_state(Status.CREATED, None)
+            child = init.spawn(setup)
+            record.pid = child.pid
+            record.start_time = proc.start_time(child.pid) or 0
+            store.write(record)
+            state = container._hook_state(Status.CREATING, child.pid)
+            for point in ("prestart", "createRuntime", "createContainer"):
+                hooks.run_hooks(point, job.hooks_for(point), state)
+            record.phase = PHASE_CREATED
+            store.write(record)
+            if options.pid_file:
+                write_pid_file(options.pid_file, child.pid)
+        except BaseException:
+            if child is not None:
+                child.close()
+            container._destroy(grace=0.0, run_poststop=False)
+            if child is not None:
+                _reap_quietly(child.pid)
+            raise
+        finally:
+            lock.release()
+        assert child is not None
+        return container, child
+
+    def _prepare_rootfs(self) -> None:
+        job = self.config
+        if job.mount_mode == "host":
+            mounts.prepare_host(job, self._record_unmount, self._record_removal)
+
+    def _record_unmount(self, path: str) -> None:
+        assert self.record is not None
+        self.record.unmounts.append(path)
+        self.store.write(self.record)
+
+    def _record_removal(self, path: str) -> None:
+        assert self.record is not None
+        self.record.removals.append(path)
+        self.store.write(self.record)
+
+    # --- start ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Release the created container's process into its program."""
+        with self.store.lock(self.id):
+            self.reload()
+            status.require_start(self.id, self.status)
+            record = self.record
+            assert record is not None
+            self._release(record)
+            try:
+                os.unlink(self.store.fifo(self.id))
+            except FileNotFoundError:
+                pass
+        try:
+            hooks.run_hooks(
+                "poststart",
+                self.config.hooks_for("poststart"),
+                self._hook_state(Status.RUNNING, record.pid),
+            )
+        except HookError:
+            # runc: a failed poststart hook takes the container down with it.
+            self.kill(sig.SIGKILL, all_processes=True)
+            raise
+
+    def _release(self, record: Record) -> None:
+        fifo = os.open(self.store.fifo(self.id), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        pidfd = proc.open_pidfd(record.pid, record.start_time)
+        try:
+            if pidfd is None:
+                raise HostjobError("cannot start a container that has stopped")
+            poller = select.poll()
+            poller.register(fifo, select.POLLIN)
+            poller.register(pidfd, select.POLLIN)
+            while True:
+                events = dict(poller.poll(1000))
+                if fifo in events and os.read(fifo, 1):
+                    return
+                if pidfd in events:
+                    raise HostjobError("cannot start a container that has stopped")
+        finally:
+            os.close(fifo)
+            if pidfd is not None:
+                os.close(pidfd)
+
+    # --- kill -----------------------------------------------------------------------------
+
+    def kill(self, sig: int = sig.SIGTERM, *, all_processes: bool = False) -> None:
+        """Signal the init, or with ``all_processes`` every process of the job."""
+        current = self.status
+        if all_processes:
+            if self.record is None:
+                return
+            manager = self.cgroup()
+            if current == Status.STOPPED and not manager.exists():
+                return  # nothing left to signal: runc's kill --all succeeds here
+            manager.kill_all(sig)
+            return
+        status.require_signal(self.id, current)
+        record = self.record
+        assert record is not None
+        if not proc.signal_process(record.pid, record.start_time, sig):
+            raise ContainerNotRunning(self.id)
+
+    # --- delete ---------------------------------------------------------------------------
+
+    def delete(self, *, force: bool = False) -> None:
+        """Delete a created or stopped container (any container with ``force``)."""
+        with self.store.lock(self.id):
+            self.reload()
+            current = self.status
+            status.require_delete(self.id, current, force)
+            # A created container never ran its program; running ones were forced.
+            grace = stop_grace() if current == Status.STOPPED else 0.0
+            self._destroy(grace=grace, run_poststop=True)
+
+    def _destroy(self, *, grace: float, run_poststop: bool) -> None:
+        """Tear everything down; safe on any partial state, idempotent."""
+        record = self.record
+        if record is None:
+            self.store.remove(self.id)
+            return
+        job = record.config
+        manager = cgroups.open_manager(job.cgroups_path)
+        if record.pid:
+            proc.signal_process(record.pid, record.start_time, sig.SIGKILL)
+        end_job(manager, grace)
+        manager.destroy()
+        mounts.undo(record.unmounts, record.removals)
+        self.store.remove(self.id)
+        if run_poststop and record.phase == PHASE_CREATED:
+            try:
+                hooks.run_hooks(
+                    "poststop", job.hooks_for("poststop"), self._hook_state(Status.STOPPED, None)
+                )
+            except HookError as err:
+                log.warning(str(err))
+
+
+def end_job(manager: cgroups.Manager, grace: float) -> None:
+    """The init has exited: the job's other processes get SIGTERM, then SIGKILL."""
+    if grace > 0 and manager.pids():
+        manager.kill_all(sig.SIGTERM)
+        deadline = time.monotonic() + grace
+        while manager.pids() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    manager.kill_all(sig.SIGKILL)
+
+
+def _listen_fds() -> int:
+    """Socket-activation fds handed to us (sd_listen_fds), passed on to the container."""
+    value = os.environ.get("LISTEN_FDS", "")
+    if not value.isdigit():
+        return 0
+    pid = os.environ.get("LISTEN_PID")
+    if pid and pid != str(os.getpid()):
+        return 0
+    return int(value)
+
+
+def _reap_quietly(pid: int) -> None:
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass

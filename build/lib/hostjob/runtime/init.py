@@ -1,0 +1,308 @@
+"""Starting a container process: the fork, and the child's set-up up to exec.
+
+The runtime forks; the child (runc's ``runc init``, here plain Python after
+``os.fork``) joins the job's cgroup first, so that everything it does is
+accounted, then sets up its session, terminal, limits and identity, finds its
+program as the target user, reports "ready" over a close-on-exec pipe and,
+for ``create``, blocks on the ``exec.fifo`` until ``start``. Any failure before
+that point is sent over the pipe and ``create`` reports it: a missing program
+never becomes a process that exits 127.
+
+Protocol on the report pipe (child -> runtime): ``R`` when set up, then EOF at
+exec; or ``E<message>`` and exit.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+
+from hostjob.errors import HostjobError, StartError
+from hostjob.runtime import resolve
+from hostjob.runtime.proc import exit_code
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from hostjob.config import Hook
+    from hostjob.runtime.resolve import LaunchPlan
+
+READY = b"R"
+ERROR = b"E"
+
+
+class ChildSetup:
+    """Everything the child needs, prepared by the runtime before the fork."""
+
+    __slots__ = (
+        "console",
+        "enter_namespace",
+        "extra_fds",
+        "fifo",
+        "hook_state",
+        "listen_fds",
+        "plan",
+        "procs_files",
+        "start_hooks",
+    )
+
+    def __init__(self, plan: LaunchPlan, procs_files: list[str]) -> None:
+        self.plan = plan
+        self.procs_files = procs_files
+        self.fifo: str | None = None  # create: block here until start
+        self.console: str | int | None = None  # --console-socket path, or a socket fd (run -t)
+        self.extra_fds = 0  # fds 3.. passed through (LISTEN_FDS + --preserve-fds)
+        self.listen_fds = 0  # of which the first N are socket-activation fds
+        self.start_hooks: list[Hook] = []
+        self.hook_state: dict[str, Any] = {}
+        # Bind mode: set up or join the private mount namespace (runs as root, after
+        # the cgroup join and before the identity switch).
+        self.enter_namespace: Callable[[], None] | None = None
+
+
+class Child:
+    """The runtime's handle on a forked container process."""
+
+    __slots__ = ("pid", "report_fd")
+
+    def __init__(self, pid: int, report_fd: int) -> None:
+        self.pid = pid
+        self.report_fd = report_fd
+
+    def wait_exec(self) -> None:
+        """After release: wait for the exec (pipe EOF); raise if the exec failed."""
+        if self.report_fd < 0:
+            return
+        try:
+            message = _read_all(self.report_fd)
+        finally:
+            self.close()
+        if message.startswith(ERROR):
+            raise StartError(message[1:].decode(errors="replace"))
+
+    def close(self) -> None:
+        if self.report_fd >= 0:
+            os.close(self.report_fd)
+            self.report_fd = -1
+
+
+def spawn(setup: ChildSetup) -> Child:
+    """Fork the container process and wait until it is set up (or failed)."""
+    report_r, report_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(report_r)
+        code = 1
+        try:
+            _child_main(setup, report_w)
+        except HostjobError as err:
+            _report(report_w, ERROR + str(err).encode())
+        except OSError as err:
+            _report(report_w, ERROR + f"cannot start container process: {err}".encode())
+        except BaseException as err:
+            _report(report_w, ERROR + f"cannot start container process: {err!r}".encode())
+        finally:
+            os._exit(code)
+    os.close(report_w)
+    first = _read_exact(report_r, 1)
+    if first == READY:
+        return Child(pid, report_r)
+    message = first + _read_all(report_r)
+    os.close(report_r)
+    _, status = os.waitpid(pid, 0)
+    if message.startswith(ERROR):
+        raise StartError(message[1:].decode(errors="replace"))
+    raise StartError(f"container process died during set-up (exit status {exit_code(status)})")
+
+
+def _read_exact(fd: int, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _read_all(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _report(fd: int, message: bytes) -> None:
+    try:
+        os.write(fd, message)
+    except OSError:
+        os.write(2, message[1:] + b"\n")
+
+
+# --- the child ------------------------------------------------------------------------------
+
+
+def _child_main(setup: ChildSetup, report_fd: int) -> None:
+    plan = setup.plan
+    keep = {0, 1, 2, report_fd, *range(3, 3 + setup.extra_fds)}
+    if isinstance(setup.console, int):
+        keep.add(setup.console)
+    _close_fds_except(keep)
+
+    # The job first: every later step, and every process the program starts, is in it.
+    for procs in setup.procs_files:
+        fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, b"0")
+        finally:
+            os.close(fd)
+
+    os.setsid()
+    if plan.terminal:
+        if setup.console is None:
+            raise StartError("terminal is true but no console socket was given")
+        from hostjob.runtime import console
+
+        console.setup_in_child(setup.console, plan.console_height, plan.console_width)
+    if plan.oom_score_adj is not None:
+        _write_file("/proc/self/oom_score_adj", str(plan.oom_score_adj))
+    for number, soft, hard in plan.rlimits:
+        try:
+            resource.setrlimit(number, (soft, hard))
+        except (OSError, ValueError) as err:
+            raise StartError(f"cannot set rlimit {_rlimit_name(number)}: {err}") from None
+    if setup.enter_namespace is not None:
+        setup.enter_namespace()
+    if plan.create_cwd and not os.path.isdir(plan.cwd):
+        _make_cwd(plan.cwd, plan.user.uid, plan.user.gid)
+    # Opened by path while still root: the state directory is 0700.
+    fifo_fd = os.open(setup.fifo, os.O_PATH | os.O_CLOEXEC) if setup.fifo else -1
+
+    _switch_identity(plan)
+    if plan.umask is not None:
+        os.umask(plan.umask)
+    if plan.no_new_privileges:
+        from hostjob import linux
+
+        linux.set_no_new_privs()
+    try:
+        os.chdir(plan.cwd)
+    except OSError as err:
+        raise StartError(f"cannot enter the working directory {plan.cwd}: {err.strerror}") from None
+    program = resolve.find_program(plan.args[0], plan.cwd, plan.path_value(), plan.mount_point)
+    env = plan.env
+    if setup.listen_fds:
+        env = [
+            *(e for e in env if not e.startswith(("LISTEN_FDS=", "LISTEN_PID="))),
+            f"LISTEN_FDS={setup.listen_fds}",
+            f"LISTEN_PID={os.getpid()}",
+        ]
+    for fd in range(3, 3 + setup.extra_fds):
+        os.set_inheritable(fd, True)
+
+    os.write(report_fd, READY)
+    if fifo_fd >= 0:
+        _wait_for_start(fifo_fd)
+    if setup.start_hooks:
+        from hostjob.runtime.hooks import run_hooks
+
+        state = dict(setup.hook_state, pid=os.getpid(), status="created")
+        run_hooks("startContainer", setup.start_hooks, state)
+    try:
+        os.execve(program, plan.args, _env_dict(env))
+    except OSError as err:
+        raise StartError(f'exec: "{plan.args[0]}": {err.strerror}') from None
+
+
+def _close_fds_except(keep: set[int]) -> None:
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # the listdir's own fd
+
+
+def _write_file(path: str, value: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
+
+
+def _make_cwd(path: str, uid: int, gid: int) -> None:
+    missing = []
+    head = path
+    while head != "/" and not os.path.lexists(head):
+        missing.append(head)
+        head = os.path.dirname(head)
+    for directory in reversed(missing):
+        os.mkdir(directory, 0o700)
+        os.chown(directory, uid, gid)
+
+
+def _switch_identity(plan: LaunchPlan) -> None:
+    user = plan.user
+    wanted = plan.capabilities
+    if wanted is None:
+        if (user.uid, user.gid) != (os.getuid(), os.getgid()) or sorted(user.groups) != sorted(
+            os.getgroups()
+        ):
+            os.setgroups(user.groups)
+            os.setgid(user.gid)
+            os.setuid(user.uid)
+        return  # no capability sets asked: keep what the user switch leaves
+    from hostjob import linux
+
+    # runc's order: bounding set, keep caps across setuid, switch, then the sets.
+    bounding = wanted[0]
+    for cap in range(_last_cap() + 1):
+        if not bounding & (1 << cap):
+            linux.drop_bounding(cap)
+    linux.set_keepcaps(True)
+    os.setgroups(user.groups)
+    os.setgid(user.gid)
+    os.setuid(user.uid)
+    linux.set_keepcaps(False)
+    _bounding, effective, permitted, inheritable, ambient = wanted
+    linux.capset(effective, permitted, inheritable)
+    for cap in range(_last_cap() + 1):
+        if ambient & (1 << cap):
+            linux.raise_ambient(cap)
+
+
+def _last_cap() -> int:
+    from hostjob.runtime.caps import last_cap
+
+    return last_cap()
+
+
+def _wait_for_start(fifo_path_fd: int) -> None:
+    """Block until ``start`` opens the fifo for reading, then tell it we go."""
+    fd = os.open(f"/proc/self/fd/{fifo_path_fd}", os.O_WRONLY | os.O_CLOEXEC)
+    os.close(fifo_path_fd)
+    os.write(fd, b"0")
+    os.close(fd)
+
+
+def _env_dict(env: list[str]) -> dict[str, str]:
+    out = {}
+    for entry in env:
+        key, _, value = entry.partition("=")
+        out[key] = value
+    return out
+
+
+def _rlimit_name(number: int) -> str:
+    from hostjob.config import RLIMITS
+
+    for name, value in RLIMITS.items():
+        if value == number:
+            return name
+    return str(number)

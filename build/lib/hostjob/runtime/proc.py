@@ -1,0 +1,118 @@
+"""Process identity and waiting, from /proc and pidfds.
+
+A container's init is identified by its pid *and* its start time (field 22 of
+``/proc/PID/stat``), as runc does: a pid whose start time differs has been
+recycled by another process and the container is stopped. Signals go through a
+pidfd opened after that check, so a stranger that takes the pid later is never
+signalled.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import time
+
+from hostjob.runtime.signals import sig
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name (field 3 onwards), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The command name may contain spaces and parentheses: split after the last ')'.
+    return data[data.rindex(b")") + 2 :].decode().split()
+
+
+def start_time(pid: int) -> int | None:
+    fields = stat_fields(pid)
+    return int(fields[19]) if fields else None
+
+
+def is_alive(pid: int, started: int) -> bool:
+    """True when ``pid`` is the same process (start time) and not a zombie."""
+    if pid <= 0:
+        return False
+    fields = stat_fields(pid)
+    if fields is None:
+        return False
+    return fields[0] not in ("Z", "X", "x") and int(fields[19]) == started
+
+
+def open_pidfd(pid: int, started: int) -> int | None:
+    """A pidfd for the process if it is still the one that started at ``started``."""
+    if pid <= 0:
+        return None
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+    # Checked after opening: from now on the pidfd pins this exact process.
+    if not is_alive(pid, started):
+        os.close(fd)
+        return None
+    return fd
+
+
+def signal_process(pid: int, started: int, signum: int) -> bool:
+    """Send ``signum`` to the process if it is still the same one; False if it is gone."""
+    fd = open_pidfd(pid, started)
+    if fd is None:
+        return False
+    try:
+        sig.pidfd_send_signal(fd, signum)
+        return True
+    except ProcessLookupError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def wait_pidfd(fd: int, timeout: float | None) -> bool:
+    """Wait until the process behind ``fd`` exits; False on timeout."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if poller.poll(None if remaining is None else int(remaining * 1000) + 1):
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+
+
+def wait_gone(pid: int, started: int, timeout: float) -> bool:
+    """Wait until the (not necessarily child) process has exited or become a zombie."""
+    fd = open_pidfd(pid, started)
+    if fd is None:
+        return True
+    try:
+        if wait_pidfd(fd, timeout):
+            return True
+        return not is_alive(pid, started)
+    finally:
+        os.close(fd)
+
+
+def reap(pid: int) -> int | None:
+    """waitpid for our own child without blocking; its wait status, or None."""
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    return status if done else None
+
+
+def exit_code(status: int) -> int:
+    """A wait status as a shell does: the exit code, or 128+N for signal N."""
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.waitstatus_to_exitcode(status)
+
+
+def errno_name(err: OSError) -> str:
+    return errno.errorcode.get(err.errno or 0, str(err.errno))

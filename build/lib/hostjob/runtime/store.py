@@ -1,0 +1,295 @@
+"""The state store: ``<root>/<id>/`` holds one container's state.
+
+* ``state.json`` — the ``Record`` (written atomically: temp file + rename, so a
+  reader never sees half a file and a crash never leaves one);
+* ``exec.fifo`` — runc's start handshake, present while the container is created.
+
+Mutating commands hold an exclusive ``flock`` on the container's directory, so
+two commands on one ID are serialised while different IDs never wait for each
+other; readers (``state``, ``list``) take no lock, thanks to the atomic writes.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+
+from hostjob import jsonio
+from hostjob.config import JobConfig
+from hostjob.errors import ContainerExists, ContainerNotFound, InvalidArgument, PermissionDenied
+from hostjob.spec._decode import Model, integer, model, string, string_list
+
+DEFAULT_ROOT = "/run/hostjob"
+STATE_FILE = "state.json"
+FIFO_NAME = "exec.fifo"
+MAX_ID_BYTES = 1024
+_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+.-")
+
+# Record.phase: create has not finished / create finished (status is then derived
+# from the init process, the fifo and the freezer, as runc does).
+PHASE_CREATING = "creating"
+PHASE_CREATED = "created"
+
+
+def validate_id(container_id: str) -> str:
+    if (
+        not container_id
+        or container_id in (".", "..")
+        or len(container_id.encode()) > MAX_ID_BYTES
+        or not _ID_CHARS.issuperset(container_id)
+    ):
+        raise InvalidArgument(f"invalid container ID format: {container_id!r}")
+    return container_id
+
+
+class Record(Model):
+    """What hostjob remembers about a container between commands."""
+
+    __slots__ = (
+        "config",
+        "created",
+        "id",
+        "owner",
+        "phase",
+        "pid",
+        "removals",
+        "start_time",
+        "unmounts",
+    )
+    id: str
+    pid: int
+    start_time: int
+    phase: str
+    created: str
+    owner: str
+    config: JobConfig
+    unmounts: list[str]  # host mount points hostjob made, unmounted in reverse at delete
+    removals: list[str]  # paths hostjob made (symlinks, dirs), removed in reverse at delete
+    FIELDS = (
+        ("id", "id", string),
+        ("pid", "pid", integer),
+        ("startTime", "start_time", integer),
+        ("phase", "phase", string),
+        ("created", "created", string),
+        ("owner", "owner", string),
+        ("config", "config", model(JobConfig)),
+        ("unmounts", "unmounts", string_list),
+        ("removals", "removals", string_list),
+    )
+
+
+class Lock:
+    """An flock held on a container's state directory (released on close)."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> Lock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class StateStore:
+    __slots__ = ("root",)
+
+    def __init__(self, root: str = DEFAULT_ROOT) -> None:
+        self.root = os.path.abspath(root)
+
+    def dir(self, container_id: str) -> str:
+        return os.path.join(self.root, validate_id(container_id))
+
+    def fifo(self, container_id: str) -> str:
+        return os.path.join(self.dir(container_id), FIFO_NAME)
+
+    def _ensure_root(self) -> None:
+        try:
+            os.makedirs(self.root, 0o700, exist_ok=True)
+        except PermissionError:
+            raise PermissionDenied(
+                f"cannot create the state directory {self.root}: hostjob needs root"
+            ) from None
+        st = os.stat(self.root)
+        if st.st_mode & 0o002:
+            raise PermissionDenied(f"state directory {self.root} is world-writable; refusing it")
+
+    def create(self, container_id: str) -> Lock:
+        """Make the container's directory and lock it; the ID must be new."""
+        path = self.dir(container_id)
+        self._ensure_root()
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            raise ContainerExists(container_id) from None
+        except PermissionError:
+            raise PermissionDenied(f"cannot create {path}: hostjob needs root") from None
+        return self._lock_dir(path, container_id, fcntl.LOCK_EX)
+
+    def lock(self, container_id: str) -> Lock:
+        """Lock an existing container exclusively (waits for other commands on it)."""
+        return self._lock_dir(self.dir(container_id), container_id, fcntl.LOCK_EX)
+
+    def _lock_dir(self, path: str, container_id: str, how: int) -> Lock:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise ContainerNotFound(container_id) from None
+        except PermissionError:
+            raise PermissionDenied(f"cannot open {path}: hostjob needs root") from None
+        fcntl.flock(fd, how)
+        # The directory may have been deleted while we waited for the lock.
+        if os.fstat(fd).st_nlink == 0:
+            os.close(fd)
+            raise ContainerNotFound(container_id)
+        return Lock(fd)
+
+    def creator_alive(self, container_id: str) -> bool:
+        """True while some command holds the container's lock (e.g. create in progress)."""
+        try:
+            fd = os.open(self.dir(container_id), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    def owner(self, container_id: str) -> str:
+        """The name of the user who owns the container (its state directory)."""
+        import pwd
+
+        try:
+            uid = os.stat(self.dir(container_id)).st_uid
+            return pwd.getpwuid(uid).pw_name
+        except (OSError, KeyError):
+            return ""
+
+    def exists(self, container_id: str) -> bool:
+        return os.path.isdir(self.dir(container_id))
+
+    def read(self, container_id: str) -> Record | None:
+        """The container's record; None when the directory exists without one
+        (a create that died before writing it). ContainerNotFound when unknown."""
+        path = os.path.join(self.dir(container_id), STATE_FILE)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            if self.exists(container_id):
+                return None
+            raise ContainerNotFound(container_id) from None
+        except PermissionError:
+            raise PermissionDenied(f"cannot read {path}: hostjob needs root") from None
+        record: Record = Record.decode(jsonio.loads(data))
+        return record
+
+    def write(self, record: Record) -> None:
+        directory = self.dir(record.id)
+        tmp = os.path.join(directory, f".{STATE_FILE}.tmp")
+        data = jsonio.dumps(record.to_json()).encode()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        os.rename(tmp, os.path.join(directory, STATE_FILE))
+
+    def ids(self) -> list[str]:
+        try:
+            names = os.listdir(self.root)
+        except FileNotFoundError:
+            return []
+        except PermissionError:
+            raise PermissionDenied(f"cannot read {self.root}: hostjob needs root") from None
+        return sorted(n for n in names if not n.startswith(".") and _ID_CHARS.issuperset(n))
+
+    def remove(self, container_id: str) -> None:
+        """Remove the container's directory and everything hostjob put in it."""
+        path = self.dir(container_id)
+        try:
+            names = os.listdir(path)
+        except FileNotFoundError:
+            return
+        _unmount_under(path)
+        device = os.lstat(path).st_dev
+        for name in names:
+            try:
+                os.unlink(os.path.join(path, name))
+            except FileNotFoundError:
+                pass
+            except IsADirectoryError:
+                _remove_tree(os.path.join(path, name), device)
+        try:
+            os.rmdir(path)
+        except FileNotFoundError:
+            pass
+
+
+def mounts_under(path: str) -> list[str]:
+    """Mount points at or below ``path`` (deepest last), from /proc/self/mountinfo."""
+    prefix = path.rstrip("/") + "/"
+    found = []
+    with open("/proc/self/mountinfo", "rb") as f:
+        for line in f:
+            point = line.split(b" ", 5)[4].decode()
+            # mountinfo escapes space, tab, newline and backslash as octal.
+            if "\\" in point:
+                point = point.encode().decode("unicode_escape")
+            if point == path or point.startswith(prefix):
+                found.append(point)
+    return found
+
+
+def _unmount_under(path: str) -> None:
+    points = mounts_under(path)
+    if points:
+        from hostjob import linux
+
+        for point in reversed(points):
+            try:
+                linux.umount(point, linux.MNT_DETACH)
+            except OSError as err:
+                if err.errno not in (errno.EINVAL, errno.ENOENT):
+                    raise
+
+
+def _remove_tree(path: str, device: int) -> None:
+    # Never cross into a mount (a rootfs still mounted under the state directory):
+    # rmdir then fails with EBUSY instead of emptying someone's filesystem.
+    if os.lstat(path).st_dev != device:
+        os.rmdir(path)
+        return
+    for entry in os.scandir(path):
+        if entry.is_dir(follow_symlinks=False):
+            _remove_tree(entry.path, device)
+        else:
+            os.unlink(entry.path)
+    try:
+        os.rmdir(path)
+    except OSError as err:
+        if err.errno != errno.ENOENT:
+            raise
+
+
+def write_pid_file(path: str, pid: int) -> None:
+    """Digits only, no newline, atomically (containerd and conmon read it at once)."""
+    path = os.path.abspath(path)
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, str(pid).encode())
+    finally:
+        os.close(fd)
+    os.rename(tmp, path)

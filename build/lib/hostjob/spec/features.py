@@ -1,0 +1,54 @@
+"""The runtime-spec features document (``hostjob features``): what hostjob
+honours, stated honestly — no namespaces, no seccomp/AppArmor/SELinux, both
+cgroup versions."""
+
+from __future__ import annotations
+
+from hostjob.runtime import caps
+from hostjob.spec.runtime import HOOK_POINTS, OCI_VERSION
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def features() -> dict[str, Any]:
+    return {
+        "ociVersionMin": "1.0.0",
+        "ociVersionMax": OCI_VERSION,
+        "hooks": list(HOOK_POINTS),
+        # Host mode links bind mounts; bind mode binds them, read-only on "ro".
+        "mountOptions": ["bind", "rbind", "ro", "rw"],
+        "linux": {
+            # Job containers run in the host's namespaces; configs that list
+            # namespaces are accepted with a warning.
+            "namespaces": [],
+            "capabilities": list(caps.NAMES),
+            "cgroup": {
+                "v1": True,
+                "v2": True,
+                "systemd": False,
+                "systemdUser": False,
+                "rdma": False,
+            },
+            "seccomp": {"enabled": False},
+            "apparmor": {"enabled": False},
+            "selinux": {"enabled": False},
+            "intelRdt": {"enabled": False},
+            "mountExtensions": {"idmap": {"enabled": False}},
+        },
+        "annotations": {
+            "io.hostjob.mount-mode": "host|bind",
+            "io.hostjob.rootfs-mount-point": "absolute path",
+            "io.hostjob.inherit-user": "true|false",
+            "microsoft.com/hostprocess-container": "accepted",
+            "microsoft.com/hostprocess-rootfs-location": "absolute path",
+            "microsoft.com/hostprocess-inherit-user": "true|false",
+        },
+        "potentiallyUnsafeConfigAnnotations": [
+            "io.hostjob.rootfs-mount-point",
+            "io.hostjob.inherit-user",
+            "microsoft.com/hostprocess-rootfs-location",
+            "microsoft.com/hostprocess-inherit-user",
+        ],
+    }

@@ -1,0 +1,54 @@
+"""The config.json template ``hostjob spec`` writes: a job container running ``sh``.
+
+Like ``runc spec`` it asks for a terminal and runs ``sh``; unlike it, it has no
+namespaces, masked paths or container-internal mounts, which would mean nothing
+for a process that runs on the host.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hostjob import jsonio
+from hostjob.errors import ConfigError
+from hostjob.spec.runtime import OCI_VERSION
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def job_container_template() -> dict[str, Any]:
+    return {
+        "ociVersion": OCI_VERSION,
+        "process": {
+            "terminal": True,
+            "user": {"uid": 0, "gid": 0},
+            "args": ["sh"],
+            "env": ["TERM=xterm"],
+            "cwd": "/",
+            "noNewPrivileges": False,
+        },
+        "root": {"path": "rootfs", "readonly": False},
+        "mounts": [],
+        "annotations": {"io.hostjob.mount-mode": "host"},
+        "linux": {"cgroupsPath": "", "resources": {}},
+        "windows": {"jobContainer": {}},
+    }
+
+
+def write_template(bundle: str) -> str:
+    """Write ``<bundle>/config.json``; refuses to overwrite one."""
+    path = os.path.join(bundle, "config.json")
+    data = jsonio.dumps(job_container_template(), 2) + "\n"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    except FileExistsError:
+        raise ConfigError(f"{path} exists; remove it first") from None
+    except OSError as err:
+        raise ConfigError(f"cannot write {path}: {err.strerror}") from None
+    try:
+        os.write(fd, data.encode())
+    finally:
+        os.close(fd)
+    return path

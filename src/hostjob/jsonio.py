@@ -1,0 +1,95 @@
+"""JSON for the runtime path, on CPython's C accelerator (``_json``) alone.
+
+Why not ``json``: importing it pulls in ``re`` and ``enum`` (~7 ms here), and
+every runtime command is a fresh interpreter. The C scanner and encoder that
+``json`` itself uses are all a runtime command needs; this module wires them up
+(decoding strictly, as ``json.loads`` does) and adds the two-space indented
+output runc prints for ``state``. Malformed input raises ``ValueError`` with
+line and column; only that error path imports ``json.decoder``.
+"""
+
+from __future__ import annotations
+
+import _json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+_WHITESPACE = " \t\n\r"
+
+
+class _Context:
+    """The attributes ``_json.make_scanner`` reads, with json.loads's defaults."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+
+    @staticmethod
+    def parse_constant(name: str) -> float:
+        raise ValueError(f"{name} is not valid JSON")
+
+
+def _unserialisable(value: object) -> object:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# typeshed types the scanner's argument as the scanner itself; any object with
+# the context attributes is what the C code reads.
+_scan = _json.make_scanner(_Context())  # type: ignore[arg-type]
+_encode_string = _json.encode_basestring
+_encode_compact = _json.make_encoder(
+    None, _unserialisable, _encode_string, None, ":", ",", False, False, False
+)
+
+
+def _where(text: str, pos: int) -> str:
+    line = text.count("\n", 0, pos) + 1
+    column = pos - text.rfind("\n", 0, pos)
+    return f"line {line} column {column} (char {pos})"
+
+
+def loads(data: bytes | str) -> Any:
+    text = data.decode("utf-8-sig") if isinstance(data, bytes | bytearray) else data
+    start = len(text) - len(text.lstrip(_WHITESPACE))
+    try:
+        value, end = _scan(text, start)
+    except StopIteration as stop:
+        raise ValueError(f"Expecting value: {_where(text, stop.value)}") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    tail = text[end:].lstrip(_WHITESPACE)
+    if tail:
+        raise ValueError(f"Extra data: {_where(text, len(text) - len(tail))}")
+    return value
+
+
+def dumps(value: Any, indent: int | None = None) -> str:
+    """Compact JSON, or Go's MarshalIndent layout with ``indent`` spaces."""
+    if indent is None:
+        return "".join(_encode_compact(value, 0))
+    out: list[str] = []
+    _pretty(value, out, " " * indent, "\n")
+    return "".join(out)
+
+
+def _pretty(value: Any, out: list[str], step: str, newline: str) -> None:
+    if isinstance(value, dict) and value:
+        inner = newline + step
+        out.append("{")
+        for i, (key, item) in enumerate(value.items()):
+            out.append(("," if i else "") + inner + _encode_string(str(key)) + ": ")
+            _pretty(item, out, step, inner)
+        out.append(newline + "}")
+    elif isinstance(value, list | tuple) and value:
+        inner = newline + step
+        out.append("[")
+        for i, item in enumerate(value):
+            out.append(("," if i else "") + inner)
+            _pretty(item, out, step, inner)
+        out.append(newline + "]")
+    else:
+        out.append("".join(_encode_compact(value, 0)))
