@@ -432,7 +432,12 @@ def process_config(process: wire.Process, path: str) -> ProcessConfig:
     for i, entry in enumerate(process.env or []):
         if "=" not in entry:
             raise ConfigError(f"{entry!r} is not KEY=VALUE", f"{path}.env[{i}]")
-    if process.cwd and not os.path.isabs(process.cwd):
+    # The sandbox variable makes a cwd absolute once substituted.
+    if (
+        process.cwd
+        and not os.path.isabs(process.cwd)
+        and "CONTAINER_SANDBOX_MOUNT_POINT" not in process.cwd
+    ):
         raise ConfigError("cwd must be an absolute path", f"{path}.cwd")
     user = process.user or wire.User()
     box = process.console_size

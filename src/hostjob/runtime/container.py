@@ -9,12 +9,18 @@ job's freezer.
 
 from __future__ import annotations
 
+import errno
 import os
-import select
 import time
 
 from hostjob import cgroups, config, log
-from hostjob.errors import ContainerNotFound, ContainerNotRunning, HookError, HostjobError
+from hostjob.errors import (
+    ContainerNotFound,
+    ContainerNotRunning,
+    HookError,
+    HostjobError,
+    InvalidState,
+)
 from hostjob.runtime import hooks, init, mounts, proc, resolve, status
 from hostjob.runtime.signals import sig
 from hostjob.runtime.status import Status
@@ -24,6 +30,7 @@ from hostjob.runtime.store import (
     PHASE_CREATING,
     Record,
     StateStore,
+    validate_id,
     write_pid_file,
 )
 from hostjob.spec import runtime as wire
@@ -181,6 +188,7 @@ class Container:
         The calling process is the container process's parent until it exits (the
         CLI exits at once, so a subreaper such as containerd's shim adopts it).
         """
+        validate_id(container_id)
         job = config.load_bundle(bundle, container_id)
         container, child = cls.create_from_config(container_id, job, root=root, options=options)
         child.close()
@@ -280,7 +288,7 @@ class Container:
             status.require_start(self.id, self.status)
             record = self.record
             assert record is not None
-            self._release(record)
+            self._release()
             try:
                 os.unlink(self.store.fifo(self.id))
             except FileNotFoundError:
@@ -296,25 +304,20 @@ class Container:
             self.kill(sig.SIGKILL, all_processes=True)
             raise
 
-    def _release(self, record: Record) -> None:
-        fifo = os.open(self.store.fifo(self.id), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        pidfd = proc.open_pidfd(record.pid, record.start_time)
+    def _release(self) -> None:
+        """Write the start byte into the exec fifo, which the container process reads.
+
+        With no reader (ENXIO) the process has gone: the container has stopped."""
         try:
-            if pidfd is None:
-                raise HostjobError("cannot start a container that has stopped")
-            poller = select.poll()
-            poller.register(fifo, select.POLLIN)
-            poller.register(pidfd, select.POLLIN)
-            while True:
-                events = dict(poller.poll(1000))
-                if fifo in events and os.read(fifo, 1):
-                    return
-                if pidfd in events:
-                    raise HostjobError("cannot start a container that has stopped")
+            fd = os.open(self.store.fifo(self.id), os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as err:
+            if err.errno in (errno.ENXIO, errno.ENOENT):
+                raise InvalidState("cannot start a container that has stopped") from None
+            raise
+        try:
+            os.write(fd, b"0")
         finally:
-            os.close(fifo)
-            if pidfd is not None:
-                os.close(pidfd)
+            os.close(fd)
 
     # --- kill -----------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import resource
+import time
 
 from hostjob.errors import HostjobError, StartError
 from hostjob.runtime import resolve
@@ -179,8 +180,9 @@ def _child_main(setup: ChildSetup, report_fd: int) -> None:
         setup.enter_namespace()
     if plan.create_cwd and not os.path.isdir(plan.cwd):
         _make_cwd(plan.cwd, plan.user.uid, plan.user.gid)
-    # Opened by path while still root: the state directory is 0700.
-    fifo_fd = os.open(setup.fifo, os.O_PATH | os.O_CLOEXEC) if setup.fifo else -1
+    # The fifo's read end, opened while still root (the state directory is 0700);
+    # non-blocking, so the open itself does not wait for ``start``.
+    fifo_fd = os.open(setup.fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC) if setup.fifo else -1
 
     _switch_identity(plan)
     if plan.umask is not None:
@@ -283,12 +285,19 @@ def _last_cap() -> int:
     return last_cap()
 
 
-def _wait_for_start(fifo_path_fd: int) -> None:
-    """Block until ``start`` opens the fifo for reading, then tell it we go."""
-    fd = os.open(f"/proc/self/fd/{fifo_path_fd}", os.O_WRONLY | os.O_CLOEXEC)
-    os.close(fifo_path_fd)
-    os.write(fd, b"0")
-    os.close(fd)
+def _wait_for_start(fifo_fd: int) -> None:
+    """Block until ``start`` writes its byte into the exec fifo."""
+    import select
+
+    poller = select.poll()
+    poller.register(fifo_fd, select.POLLIN)
+    while True:
+        poller.poll()
+        if os.read(fifo_fd, 1):
+            break
+        # A writer left without writing (a start killed mid-way): wait for the next.
+        time.sleep(0.01)
+    os.close(fifo_fd)
 
 
 def _env_dict(env: list[str]) -> dict[str, str]:

@@ -216,7 +216,7 @@ def working_dir(cwd: str | None, mount_point: str, mode: str) -> tuple[str, bool
     root = mount_point.rstrip("/")
     if cwd == root or cwd.startswith(root + "/"):
         return cwd, True
-    return os.path.join(mount_point, cwd.lstrip("/")), True
+    return os.path.normpath(os.path.join(mount_point, cwd.lstrip("/"))), True
 
 
 def plan(job: JobConfig, proc: ProcessConfig) -> LaunchPlan:

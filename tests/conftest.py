@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `tests.helpers`
+
+from tests.helpers import Hostjob, cgroup_dirs, make_bundle, mounts_under  # noqa: E402
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--long", action="store_true", default=False, help="run the full-size reliability loops"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "root: needs root and the real kernel")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    needs_root = [i for i in items if "integration" in i.path.parts or "compat" in i.path.parts]
+    if needs_root and os.geteuid() != 0:
+        raise pytest.UsageError("integration and compat tests run as root (they use the kernel)")
+
+
+@pytest.fixture
+def hj(tmp_path: Path) -> Iterator[Hostjob]:
+    """hostjob on a private state root; afterwards, nothing may be left behind."""
+    runner = Hostjob(tmp_path / "state", log=tmp_path / "hostjob.log")
+    yield runner
+    leftovers = []
+    root = runner.root
+    if root.exists():
+        for container_id in sorted(os.listdir(root)):
+            leftovers.append(container_id)
+            runner("delete", "--force", container_id)
+    assert not leftovers, f"test left containers behind: {leftovers}"
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> Callable[..., Path]:
+    """bundle(config, name="bundle") -> a bundle directory with a busybox rootfs.
+
+    pytest's temp dirs are private (0700); bundles must be reachable by the
+    unprivileged users some tests run as, so the chain is opened up to 0755.
+    """
+    for directory in (tmp_path, *tmp_path.parents):
+        if str(directory).startswith(("/tmp/", "/var/tmp/")) and directory.is_dir():
+            directory.chmod(directory.stat().st_mode | 0o755)
+
+    def make(config: dict[str, Any], name: str = "bundle") -> Path:
+        return make_bundle(tmp_path / name, config)
+
+    return make
+
+
+@pytest.fixture
+def no_leaks() -> Callable[[str], None]:
+    """no_leaks(container_id): no cgroup, mount or state is left for the container."""
+
+    def check(container_id: str, mount_point: str | None = None) -> None:
+        assert cgroup_dirs(f"/hostjob/{container_id}") == []
+        if mount_point:
+            assert mounts_under(mount_point) == []
+
+    return check

@@ -1,0 +1,166 @@
+"""Shared test helpers: configs, bundles, and the hostjob command under test."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+BUSYBOX = shutil.which("busybox") or "/bin/busybox"
+BUSYBOX_APPLETS = (
+    "sh", "echo", "cat", "sleep", "true", "false", "env", "id", "ls", "pwd", "stty",
+    "grep", "wc", "head", "tail", "touch", "mkdir", "ps", "kill", "umask", "test", "readlink",
+)  # fmt: skip
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+def hostjob_cmd() -> list[str]:
+    """The hostjob command under test: $HOSTJOB_BIN, the installed one, or src/."""
+    explicit = os.environ.get("HOSTJOB_BIN")
+    if explicit:
+        return [explicit]
+    installed = Path(sys.prefix) / "bin" / "hostjob"
+    if installed.exists():
+        return [str(installed)]
+    return [sys.executable, "-m", "hostjob"]
+
+
+def hostjob_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    if hostjob_cmd()[0] == sys.executable:
+        env["PYTHONPATH"] = str(REPO / "src")
+    env.update(extra or {})
+    return env
+
+
+def new_id(prefix: str = "t") -> str:
+    return f"{prefix}{uuid.uuid4().hex[:12]}"
+
+
+def base_config(*args: str, **overrides: Any) -> dict[str, Any]:
+    """A minimal job-container config.json running ``args`` (default ``true``)."""
+    config: dict[str, Any] = {
+        "ociVersion": "1.2.0",
+        "process": {
+            "terminal": False,
+            "user": {"uid": 0, "gid": 0},
+            "args": list(args) or ["true"],
+            "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"],
+            "cwd": "/",
+        },
+        "root": {"path": "rootfs"},
+    }
+    for key, value in overrides.items():
+        config[key] = value
+    return copy.deepcopy(config)
+
+
+def make_rootfs(path: Path) -> Path:
+    """A tiny image-like rootfs: busybox and its applets under bin/."""
+    (path / "bin").mkdir(parents=True, exist_ok=True)
+    shutil.copy2(BUSYBOX, path / "bin" / "busybox")
+    for applet in BUSYBOX_APPLETS:
+        link = path / "bin" / applet
+        if not link.exists():
+            link.symlink_to("busybox")
+    (path / "etc").mkdir(exist_ok=True)
+    (path / "etc" / "image-release").write_text("hostjob test image\n")
+    return path
+
+
+def make_bundle(directory: Path, config: dict[str, Any]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    if not (directory / "rootfs").exists():
+        make_rootfs(directory / "rootfs")
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+class Hostjob:
+    """Runs the hostjob CLI against one state root."""
+
+    def __init__(self, root: Path, log: Path | None = None) -> None:
+        self.root = root
+        self.log = log
+
+    def argv(self, *args: str) -> list[str]:
+        words = [*hostjob_cmd(), "--root", str(self.root)]
+        if self.log is not None:
+            words += ["--log", str(self.log), "--log-format", "json"]
+        return [*words, *args]
+
+    def __call__(
+        self,
+        *args: str,
+        input: str | None = None,  # noqa: A002
+        timeout: float = 60,
+        env: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> subprocess.CompletedProcess[str]:
+        # Output goes to files, not pipes: a created container inherits hostjob's
+        # stdio (as with runc) and would hold a pipe open until it exits.
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            result = subprocess.run(
+                self.argv(*args),
+                input=input,
+                stdout=out,
+                stderr=err,
+                text=True,
+                timeout=timeout,
+                env=hostjob_env(env),
+                **kwargs,
+            )
+            out.seek(0)
+            err.seek(0)
+            return subprocess.CompletedProcess(result.args, result.returncode, out.read(), err.read())
+
+    def ok(self, *args: str, **kwargs: Any) -> str:
+        result = self(*args, **kwargs)
+        assert result.returncode == 0, f"hostjob {' '.join(args)} failed: {result.stderr}"
+        assert result.stderr == "", f"stderr on success: {result.stderr!r}"
+        return result.stdout
+
+    def fail(self, *args: str, **kwargs: Any) -> str:
+        result = self(*args, **kwargs)
+        assert result.returncode != 0, f"hostjob {' '.join(args)} should fail: {result.stdout}"
+        assert result.stderr.strip(), "a failure must say why on stderr"
+        assert len(result.stderr.strip().splitlines()) == 1, f"one-line error: {result.stderr!r}"
+        assert "Traceback" not in result.stderr
+        return result.stderr.strip()
+
+    def state(self, container_id: str) -> dict[str, Any]:
+        state: dict[str, Any] = json.loads(self.ok("state", container_id))
+        return state
+
+    def status(self, container_id: str) -> str:
+        return str(self.state(container_id)["status"])
+
+
+def cgroup_dirs(path: str) -> list[str]:
+    """Directories for a cgroup path that exist in any mounted hierarchy."""
+    found = []
+    for entry in os.listdir(CGROUP_ROOT):
+        candidate = os.path.join(CGROUP_ROOT, entry, path.lstrip("/"))
+        if os.path.isdir(candidate):
+            found.append(candidate)
+    return found
+
+
+def mounts_under(path: str) -> list[str]:
+    prefix = path.rstrip("/") + "/"
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4] for line in f]
+    return [p for p in points if p == path or p.startswith(prefix)]
+
+
+def proc_cgroup(pid: int) -> str:
+    with open(f"/proc/{pid}/cgroup") as f:
+        return f.read()

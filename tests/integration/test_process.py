@@ -1,0 +1,275 @@
+"""SPEC §6 against real processes: environment, substitution, PATH, cwd, program, user,
+limits and privileges."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import Hostjob, base_config, new_id
+
+
+def run_output(hj: Hostjob, bundle, config: dict, name: str = "bundle") -> str:  # type: ignore[no-untyped-def]
+    result = hj("run", "-b", str(bundle(config, name)), new_id())
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def env_of(output: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
+
+
+def test_environment_base_and_overrides(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    config = base_config("env")
+    config["process"]["env"] = [
+        "FOO=one",
+        "FOO=two",
+        "CONTAINER_SANDBOX_MOUNT_POINT=/not/allowed",
+        "HOME=/custom-home",
+    ]
+    env = env_of(run_output(hj, bundle, config))
+    rootfs = str(tmp_path / "bundle" / "rootfs")
+    assert env["FOO"] == "two"  # last wins
+    assert env["HOME"] == "/custom-home"
+    assert env["USER"] == "root" and env["LOGNAME"] == "root"
+    assert env["SHELL"] == pwd.getpwuid(0).pw_shell
+    assert env["CONTAINER_SANDBOX_MOUNT_POINT"] == rootfs  # set last, not overridable
+    assert "TERM" not in env or True
+
+
+def test_default_env_without_process_env(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    config = base_config("env")
+    del config["process"]["env"]
+    env = env_of(run_output(hj, bundle, config))
+    rootfs = str(tmp_path / "bundle" / "rootfs")
+    default = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    copies = ":".join(f"{rootfs}{p}" for p in default.split(":"))
+    assert env["PATH"] == f"{default}:{rootfs}:{copies}"
+    assert env["HOME"] == "/root"
+
+
+def test_path_appends_mount_point_copies(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    config = base_config("env")
+    config["process"]["env"] = ["PATH=/usr/bin:/bin:relative"]
+    env = env_of(run_output(hj, bundle, config))
+    mp = str(tmp_path / "bundle" / "rootfs")
+    assert env["PATH"] == f"/usr/bin:/bin:relative:{mp}:{mp}/usr/bin:{mp}/bin"
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        "$CONTAINER_SANDBOX_MOUNT_POINT",
+        "${CONTAINER_SANDBOX_MOUNT_POINT}",
+        "%CONTAINER_SANDBOX_MOUNT_POINT%",
+        "$env:CONTAINER_SANDBOX_MOUNT_POINT",
+    ],
+)
+def test_substitution_forms(hj: Hostjob, bundle, tmp_path: Path, form: str) -> None:
+    mp = str(tmp_path / "bundle" / "rootfs")
+    config = base_config("/bin/echo", f"arg={form}/x")
+    config["process"]["env"] = [f"VALUE={form}/etc"]
+    assert run_output(hj, bundle, config) == f"arg={mp}/x\n"
+    config = base_config("env")
+    config["process"]["env"] = [f"VALUE={form}/etc", "PATH=/bin"]
+    mp2 = str(tmp_path / "b2" / "rootfs")
+    assert env_of(run_output(hj, bundle, config, "b2"))["VALUE"] == f"{mp2}/etc"
+
+
+def test_no_other_expansion(hj: Hostjob, bundle) -> None:
+    config = base_config("/bin/echo", "$HOME", "${PATH}", "%PATH%", "$CONTAINER_SANDBOX_MOUNT_POINTX")
+    assert run_output(hj, bundle, config) == "$HOME ${PATH} %PATH% $CONTAINER_SANDBOX_MOUNT_POINTX\n"
+
+
+def test_cwd_rules(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    mp = tmp_path / "bundle" / "rootfs"
+    config = base_config("pwd")
+    assert run_output(hj, bundle, config) == f"{mp}\n"  # "/" -> the mount point
+
+    config["process"]["cwd"] = "/work/dir"
+    assert run_output(hj, bundle, config) == f"{mp}/work/dir\n"
+    created = mp / "work" / "dir"
+    assert stat.S_IMODE(created.stat().st_mode) == 0o700
+
+    config["process"]["cwd"] = "$CONTAINER_SANDBOX_MOUNT_POINT/etc"
+    assert run_output(hj, bundle, config) == f"{mp}/etc\n"
+
+    config["process"]["cwd"] = str(mp / "bin")  # already under the mount point
+    assert run_output(hj, bundle, config) == f"{mp}/bin\n"
+
+
+def test_relative_program_against_cwd(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    b = bundle(base_config("./tool"))
+    tool = b / "rootfs" / "opt" / "tool"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\necho relative-tool $0\n")
+    tool.chmod(0o755)
+    config = base_config("./tool")
+    config["process"]["cwd"] = "/opt"
+    (b / "config.json").write_text(__import__("json").dumps(config))
+    result = hj("run", "-b", str(b), new_id())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("relative-tool")
+
+
+def test_program_under_mount_point_variable(hj: Hostjob, bundle) -> None:
+    config = base_config("$CONTAINER_SANDBOX_MOUNT_POINT/bin/busybox", "echo", "from-image")
+    assert run_output(hj, bundle, config) == "from-image\n"
+
+
+def test_absolute_program_falls_back_to_image(hj: Hostjob, bundle) -> None:
+    b = bundle(base_config("/opt/only-in-image/hello"))
+    tool = b / "rootfs" / "opt" / "only-in-image" / "hello"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\necho image-copy\n")
+    tool.chmod(0o755)
+    result = hj("run", "-b", str(b), new_id())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "image-copy\n"
+
+
+def test_host_tools_win_and_image_tools_are_found(hj: Hostjob, bundle) -> None:
+    b = bundle(base_config("image-only-tool"))
+    tool = b / "rootfs" / "bin" / "image-only-tool"
+    tool.write_text("#!/bin/sh\necho found-in-image\n")
+    tool.chmod(0o755)
+    result = hj("run", "-b", str(b), new_id())
+    assert result.stdout == "found-in-image\n", result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["no-such-program"], 'exec: "no-such-program": executable file not found in $PATH'),
+        (["/no/such/file"], "no such file or directory"),
+        (["/etc"], "is a directory"),
+        (["/etc/image-release"], "permission denied"),  # in the image, not executable
+        (["./missing"], "no such file or directory"),
+    ],
+)
+def test_bad_programs_fail_create(hj: Hostjob, bundle, args: list[str], message: str, no_leaks) -> None:
+    cid = new_id()
+    error = hj.fail("create", "-b", str(bundle(base_config(*args))), cid)
+    assert message in error
+    assert not (hj.root / cid).exists()
+    no_leaks(cid)
+
+
+def test_numeric_user_and_groups(hj: Hostjob, bundle) -> None:
+    config = base_config("id")
+    config["process"]["user"] = {"uid": 1234, "gid": 2345, "additionalGids": [3456, 4567]}
+    out = run_output(hj, bundle, config)
+    assert "uid=1234" in out and "gid=2345" in out
+    assert "3456" in out and "4567" in out
+
+
+def test_username_from_passwd(hj: Hostjob, bundle) -> None:
+    nobody = pwd.getpwnam("nobody")
+    config = base_config("sh", "-c", "id -u; id -g; echo $HOME $USER")
+    config["process"]["user"] = {"username": "nobody"}
+    lines = run_output(hj, bundle, config).split()
+    assert lines[:2] == [str(nobody.pw_uid), str(nobody.pw_gid)]
+    assert lines[2:] == [nobody.pw_dir, "nobody"]
+
+
+def test_group_name_gives_unprivileged_member(hj: Hostjob, bundle) -> None:
+    import grp
+
+    group = grp.getgrnam("nogroup")
+    config = base_config("sh", "-c", "id -u; id -g")
+    config["process"]["user"] = {"username": "nogroup"}
+    uid, gid = run_output(hj, bundle, config).split()
+    assert int(uid) == int(Path("/proc/sys/kernel/overflowuid").read_text())
+    assert int(gid) == group.gr_gid
+
+
+def test_unknown_username_is_refused(hj: Hostjob, bundle) -> None:
+    config = base_config("id")
+    config["process"]["user"] = {"username": "no-such-user-or-group"}
+    assert "neither a user nor a group" in hj.fail("run", "-b", str(bundle(config)), new_id())
+
+
+def test_inherit_user_keeps_launcher_env(hj: Hostjob, bundle) -> None:
+    config = base_config("env")
+    config["process"]["user"] = {"uid": 1234, "gid": 1234}
+    config["annotations"] = {"io.hostjob.inherit-user": "true"}
+    result = hj("run", "-b", str(bundle(config)), new_id(), env={"LAUNCHER_MARK": "yes"})
+    env = env_of(result.stdout)
+    assert env["LAUNCHER_MARK"] == "yes"
+    config["process"]["args"] = ["id", "-u"]
+    config["annotations"] = {"microsoft.com/hostprocess-inherit-user": "true"}
+    assert run_output(hj, bundle, config, "b2") == "0\n"
+
+
+def test_rlimits_umask_nnp_oom(hj: Hostjob, bundle) -> None:
+    script = (
+        "ulimit -n; umask; grep NoNewPrivs /proc/self/status | tr -d ' \t';"
+        " cat /proc/self/oom_score_adj"
+    )
+    config = base_config("sh", "-c", script)
+    config["process"]["rlimits"] = [{"type": "RLIMIT_NOFILE", "soft": 512, "hard": 1024}]
+    config["process"]["user"]["umask"] = 0o027
+    config["process"]["noNewPrivileges"] = True
+    config["process"]["oomScoreAdj"] = 321
+    assert run_output(hj, bundle, config).split() == ["512", "0027", "NoNewPrivs:1", "321"]
+
+
+def test_rlimit_above_hard_limit_fails_create(hj: Hostjob, bundle) -> None:
+    hard = os.sysconf("SC_OPEN_MAX")
+    config = base_config("true")
+    config["process"]["rlimits"] = [
+        {"type": "RLIMIT_NOFILE", "soft": 2**40, "hard": 2**40 + max(hard, 1)}
+    ]
+    assert "RLIMIT_NOFILE" in hj.fail("create", "-b", str(bundle(config)), new_id())
+
+
+def test_capabilities_applied(hj: Hostjob, bundle) -> None:
+    config = base_config("sh", "-c", "grep -E '^Cap(Eff|Bnd|Prm|Amb)' /proc/self/status")
+    caps = ["CAP_KILL", "CAP_NET_BIND_SERVICE"]
+    config["process"]["capabilities"] = {
+        "bounding": caps,
+        "effective": caps,
+        "permitted": caps,
+        "inheritable": caps,
+        "ambient": caps,
+    }
+    mask = (1 << 5) | (1 << 10)
+    status = dict(line.split(":\t") for line in run_output(hj, bundle, config).splitlines())
+    for key in ("CapEff", "CapBnd", "CapPrm", "CapAmb"):
+        assert int(status[key], 16) == mask, (key, status[key])
+
+
+def test_capabilities_for_non_root_user(hj: Hostjob, bundle) -> None:
+    config = base_config("sh", "-c", "id -u; grep -E '^CapEff' /proc/self/status")
+    config["process"]["user"] = {"uid": 1000, "gid": 1000}
+    caps = ["CAP_NET_BIND_SERVICE"]
+    config["process"]["capabilities"] = {
+        key: caps for key in ("bounding", "effective", "permitted", "inheritable", "ambient")
+    }
+    uid, _, value = run_output(hj, bundle, config).split()
+    assert uid == "1000"
+    assert int(value, 16) == 1 << 10
+
+
+def test_unknown_capability_is_a_config_error(hj: Hostjob, bundle) -> None:
+    config = base_config("true")
+    config["process"]["capabilities"] = {"bounding": ["CAP_NOPE"]}
+    error = hj.fail("create", "-b", str(bundle(config)), new_id())
+    assert "process.capabilities.bounding[0]" in error and "CAP_NOPE" in error
+
+
+def test_inherited_fds_are_closed(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    config = base_config("ls", "/proc/self/fd")
+    leak_r, leak_w = os.pipe()
+    os.set_inheritable(leak_w, True)
+    try:
+        result = hj("run", "-b", str(bundle(config)), new_id(), pass_fds=(leak_w,))
+    finally:
+        os.close(leak_r)
+        os.close(leak_w)
+    fds = sorted(int(x) for x in result.stdout.split())
+    assert fds == [0, 1, 2, 3], fds  # 3 is ls's own directory fd
