@@ -120,7 +120,9 @@ class Hostjob:
             )
             out.seek(0)
             err.seek(0)
-            return subprocess.CompletedProcess(result.args, result.returncode, out.read(), err.read())
+            return subprocess.CompletedProcess(
+                result.args, result.returncode, out.read(), err.read()
+            )
 
     def ok(self, *args: str, **kwargs: Any) -> str:
         result = self(*args, **kwargs)

@@ -92,7 +92,9 @@ def test_unknown_ids(hj: Hostjob) -> None:
 def test_delete_created_kills_it(hj: Hostjob, bundle, tmp_path: Path, no_leaks) -> None:
     cid = new_id()
     pid_file = tmp_path / "pid"
-    hj.ok("create", "-b", str(bundle(base_config("sleep", "300"))), "--pid-file", str(pid_file), cid)
+    hj.ok(
+        "create", "-b", str(bundle(base_config("sleep", "300"))), "--pid-file", str(pid_file), cid
+    )
     pid = int(pid_file.read_text())
     hj.ok("delete", cid)
     assert wait_for(lambda: not os.path.exists(f"/proc/{pid}") or _zombie(pid))
@@ -174,7 +176,15 @@ def test_run_forwards_signals(hj: Hostjob, bundle, tmp_path: Path) -> None:
 def test_run_detach(hj: Hostjob, bundle, tmp_path: Path) -> None:
     cid = new_id()
     pid_file = tmp_path / "pid"
-    hj.ok("run", "-d", "-b", str(bundle(base_config("sleep", "300"))), "--pid-file", str(pid_file), cid)
+    hj.ok(
+        "run",
+        "-d",
+        "-b",
+        str(bundle(base_config("sleep", "300"))),
+        "--pid-file",
+        str(pid_file),
+        cid,
+    )
     assert hj.status(cid) == "running"
     assert int(pid_file.read_text()) == hj.state(cid)["pid"]
     hj.ok("kill", cid, "KILL")
@@ -227,7 +237,9 @@ def test_checkpoint_restore_refused(hj: Hostjob) -> None:
 def test_cgroup_placement_everywhere(hj: Hostjob, bundle, tmp_path: Path) -> None:
     cid = new_id()
     pid_file = tmp_path / "pid"
-    hj.ok("create", "-b", str(bundle(base_config("sleep", "300"))), "--pid-file", str(pid_file), cid)
+    hj.ok(
+        "create", "-b", str(bundle(base_config("sleep", "300"))), "--pid-file", str(pid_file), cid
+    )
     pid = int(pid_file.read_text())
     lines = [line for line in proc_cgroup(pid).splitlines() if line]
     assert lines, "the process has cgroups"

@@ -81,8 +81,12 @@ def test_substitution_forms(hj: Hostjob, bundle, tmp_path: Path, form: str) -> N
 
 
 def test_no_other_expansion(hj: Hostjob, bundle) -> None:
-    config = base_config("/bin/echo", "$HOME", "${PATH}", "%PATH%", "$CONTAINER_SANDBOX_MOUNT_POINTX")
-    assert run_output(hj, bundle, config) == "$HOME ${PATH} %PATH% $CONTAINER_SANDBOX_MOUNT_POINTX\n"
+    config = base_config(
+        "/bin/echo", "$HOME", "${PATH}", "%PATH%", "$CONTAINER_SANDBOX_MOUNT_POINTX"
+    )
+    assert (
+        run_output(hj, bundle, config) == "$HOME ${PATH} %PATH% $CONTAINER_SANDBOX_MOUNT_POINTX\n"
+    )
 
 
 def test_cwd_rules(hj: Hostjob, bundle, tmp_path: Path) -> None:
@@ -151,7 +155,9 @@ def test_host_tools_win_and_image_tools_are_found(hj: Hostjob, bundle) -> None:
         (["./missing"], "no such file or directory"),
     ],
 )
-def test_bad_programs_fail_create(hj: Hostjob, bundle, args: list[str], message: str, no_leaks) -> None:
+def test_bad_programs_fail_create(
+    hj: Hostjob, bundle, args: list[str], message: str, no_leaks
+) -> None:
     cid = new_id()
     error = hj.fail("create", "-b", str(bundle(base_config(*args))), cid)
     assert message in error

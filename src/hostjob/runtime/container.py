@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import time
 
 from hostjob import cgroups, config, log
@@ -305,9 +306,8 @@ class Container:
             raise
 
     def _release(self) -> None:
-        """Write the start byte into the exec fifo, which the container process reads.
-
-        With no reader (ENXIO) the process has gone: the container has stopped."""
+        """Write the start byte into the exec fifo, which the container process reads,
+        and wait for its exec. With no reader (ENXIO) the process has gone."""
         try:
             fd = os.open(self.store.fifo(self.id), os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as err:
@@ -316,6 +316,11 @@ class Container:
             raise
         try:
             os.write(fd, b"0")
+            # The process keeps its read end open until it execs (close-on-exec):
+            # return once it has run its startContainer hooks and become the program.
+            poller = select.poll()
+            poller.register(fd, select.POLLERR)
+            poller.poll()
         finally:
             os.close(fd)
 

@@ -297,7 +297,7 @@ def _wait_for_start(fifo_fd: int) -> None:
             break
         # A writer left without writing (a start killed mid-way): wait for the next.
         time.sleep(0.01)
-    os.close(fifo_fd)
+    # fifo_fd stays open (close-on-exec): ``start`` waits for it to close at exec.
 
 
 def _env_dict(env: list[str]) -> dict[str, str]:

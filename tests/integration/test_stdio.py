@@ -1,0 +1,142 @@
+"""Terminals (--console-socket), extra fds (--preserve-fds, LISTEN_FDS) and run -t."""
+
+from __future__ import annotations
+
+import array
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from tests.helpers import Hostjob, base_config, hostjob_env, new_id
+
+
+class ConsoleServer:
+    """What containerd's shim does: listen, receive the pty master over SCM_RIGHTS."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(path))
+        self.sock.listen(1)
+        self.sock.settimeout(20)
+
+    def receive(self) -> tuple[int, str]:
+        conn, _ = self.sock.accept()
+        with conn:
+            fds = array.array("i")
+            msg, ancdata, _flags, _addr = conn.recvmsg(1024, socket.CMSG_SPACE(fds.itemsize))
+            for level, kind, data in ancdata:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    fds.frombytes(data[: fds.itemsize])
+        return fds[0], msg.decode()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def read_until_eof(fd: int, timeout: float = 20) -> str:
+    data = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO once the slave side is closed
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data.decode(errors="replace")
+
+
+def at_fd3(fd: int) -> dict:  # type: ignore[type-arg]
+    """subprocess arguments that hand ``fd`` to hostjob as fd 3 (where runc's clients
+    put extra fds) without touching the test process's own fd 3."""
+    return {"preexec_fn": lambda: os.dup2(fd, 3), "pass_fds": (3,)}
+
+
+def test_console_socket(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    server = ConsoleServer(tmp_path / "console.sock")
+    config = base_config("sh", "-c", "tty; stty size; test -t 0 && echo stdin-is-tty")
+    config["process"]["terminal"] = True
+    config["process"]["consoleSize"] = {"height": 33, "width": 111}
+    cid = new_id()
+    try:
+        create = subprocess.Popen(
+            hj.argv("create", "-b", str(bundle(config)), "--console-socket", str(server.path), cid),
+            env=hostjob_env(),
+            stderr=subprocess.DEVNULL,
+        )
+        master, name = server.receive()
+        assert create.wait(timeout=20) == 0
+        assert name.startswith("/dev/pts/")
+        hj.ok("start", cid)
+        output = read_until_eof(master)
+        os.close(master)
+    finally:
+        server.close()
+    lines = [line.strip() for line in output.splitlines()]
+    assert lines[0] == name
+    assert lines[1] == "33 111"
+    assert lines[2] == "stdin-is-tty"
+    hj.ok("delete", "--force", cid)
+
+
+def test_terminal_without_socket_is_refused_for_create(hj: Hostjob, bundle) -> None:
+    config = base_config("true")
+    config["process"]["terminal"] = True
+    cid = new_id()
+    assert "console-socket" in hj.fail("create", "-b", str(bundle(config)), cid)
+    assert not (hj.root / cid).exists()
+
+
+def test_run_tty_proxies_terminal(hj: Hostjob, bundle) -> None:
+    config = base_config("sh", "-c", "read x; echo got:$x; tty")
+    config["process"]["terminal"] = True
+    result = hj("run", "-b", str(bundle(config)), new_id(), input="hello\n")
+    assert result.returncode == 0, result.stderr
+    assert "got:hello" in result.stdout
+    assert "/dev/pts/" in result.stdout
+
+
+def test_preserve_fds(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    config = base_config("sh", "-c", "echo through-fd-3 >&3")
+    try:
+        result = hj(
+            "run", "--preserve-fds", "1", "-b", str(bundle(config)), new_id(), **at_fd3(write_end)
+        )
+    finally:
+        os.close(write_end)
+    assert result.returncode == 0, result.stderr
+    assert os.read(read_end, 100) == b"through-fd-3\n"
+    os.close(read_end)
+
+
+def test_listen_fds(hj: Hostjob, bundle) -> None:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    config = base_config(
+        "sh",
+        "-c",
+        'echo "fds=$LISTEN_FDS pid=$LISTEN_PID self=$$"; ls /proc/self/fd/3 >/dev/null && echo has-3',
+    )
+    try:
+        result = hj(
+            "run",
+            "-b",
+            str(bundle(config)),
+            new_id(),
+            env={"LISTEN_FDS": "1"},
+            **at_fd3(listener.fileno()),
+        )
+    finally:
+        listener.close()
+    assert result.returncode == 0, result.stderr
+    first, second = result.stdout.splitlines()
+    values = dict(part.split("=") for part in first.split())
+    assert values["fds"] == "1"
+    assert values["pid"] == values["self"]
+    assert second == "has-3"
