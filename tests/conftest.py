@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `tests.helpers`
 
-from tests.helpers import Hostjob, cgroup_dirs, make_bundle, mounts_under  # noqa: E402
+from tests.helpers import Hostjob, cgroup_dirs, make_bundle, mounts_under
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

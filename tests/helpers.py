@@ -100,7 +100,7 @@ class Hostjob:
     def __call__(
         self,
         *args: str,
-        input: str | None = None,  # noqa: A002
+        input: str | None = None,
         timeout: float = 60,
         env: dict[str, str] | None = None,
         **kwargs: Any,

@@ -165,7 +165,7 @@ def test_run_forwards_signals(hj: Hostjob, bundle, tmp_path: Path) -> None:
     script = f"trap 'echo term > {marker}; exit 42' TERM; while :; do sleep 0.05; done"
     b = bundle(base_config("sh", "-c", script))
     runner = subprocess.Popen(
-        hj.argv("run", "-b", str(b), new_id()), env=hostjob_env(), stderr=subprocess.PIPE
+        hj.argv("run", "-b", str(b), new_id()), env=hostjob_env(), stderr=subprocess.DEVNULL
     )
     time.sleep(1.0)
     runner.send_signal(signal.SIGTERM)

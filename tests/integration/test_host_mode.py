@@ -1,0 +1,179 @@
+"""SPEC §3/§4 host mode: the sandbox mount point, volume links, and a host left untouched."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import Hostjob, base_config, hostjob_env, mounts_under, new_id
+
+
+def mount_table(ours: Path) -> list[str]:
+    """The host's mount points, minus what other test suites running beside us
+    (containerd, podman) mount in their own temp dirs."""
+    with open("/proc/self/mountinfo") as f:
+        points = sorted(line.split()[4] for line in f)
+    return [
+        p
+        for p in points
+        if p.startswith(str(ours)) or not p.startswith(("/tmp/", "/run/containerd", "/run/netns"))
+    ]
+
+
+def tree(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+def test_host_mode_mounts_nothing(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    b = bundle(base_config("sleep", "300"))
+    before_mounts = mount_table(tmp_path)
+    before_rootfs = tree(b / "rootfs")
+    cid = new_id()
+    hj.ok("create", "-b", str(b), cid)
+    hj.ok("start", cid)
+    assert mount_table(tmp_path) == before_mounts  # no /proc, /sys, /dev, nothing
+    assert tree(b / "rootfs") == before_rootfs  # no device nodes, no mount points
+    hj.ok("delete", "--force", cid)
+    assert mount_table(tmp_path) == before_mounts
+
+
+def test_rootfs_mount_point(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    mount_point = tmp_path / "sandbox" / "deep"
+    script = (
+        'echo "$CONTAINER_SANDBOX_MOUNT_POINT";'
+        ' cat "$CONTAINER_SANDBOX_MOUNT_POINT/etc/image-release"'
+    )
+    config = base_config("sh", "-c", script + "; sleep 300")
+    config["windows"] = {"jobContainer": {"rootfsMountPoint": str(mount_point)}}
+    cid = new_id()
+    out = tmp_path / "out"
+    b = bundle(config)
+    with open(out, "w") as stdout:  # the container's stdout, which create hands on
+        subprocess.run(
+            hj.argv("create", "-b", str(b), cid), stdout=stdout, check=True, env=hostjob_env()
+        )
+    assert mounts_under(str(mount_point)) == [str(mount_point)]
+    assert (mount_point / "etc" / "image-release").read_text() == "hostjob test image\n"
+    hj.ok("start", cid)
+    deadline = time.monotonic() + 10
+    while out.read_text().count("\n") < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert out.read_text().splitlines() == [str(mount_point), "hostjob test image"]
+    hj.ok("delete", "--force", cid)
+    assert mounts_under(str(mount_point)) == []
+    assert not mount_point.exists()  # created by hostjob, removed by hostjob
+    assert not (tmp_path / "sandbox").exists()
+
+
+def test_mount_point_annotations(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    location = tmp_path / "locations"
+    config = base_config("sh", "-c", 'echo "$CONTAINER_SANDBOX_MOUNT_POINT"')
+    config["annotations"] = {"microsoft.com/hostprocess-rootfs-location": str(location)}
+    cid = new_id()
+    result = hj("run", "-b", str(bundle(config)), cid)
+    assert result.stdout == f"{location / cid}\n", result.stderr
+    assert mounts_under(str(location)) == []
+
+    config["annotations"] = {"io.hostjob.rootfs-mount-point": str(tmp_path / "mp2")}
+    result = hj("run", "-b", str(bundle(config, "b2")), new_id())
+    assert result.stdout == f"{tmp_path / 'mp2'}\n", result.stderr
+    assert mounts_under(str(tmp_path / "mp2")) == []
+
+
+def test_mount_point_existing_empty_dir_is_kept(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    mount_point = tmp_path / "existing"
+    mount_point.mkdir()
+    config = base_config("true")
+    config["windows"] = {"jobContainer": {"rootfsMountPoint": str(mount_point)}}
+    assert hj("run", "-b", str(bundle(config)), new_id()).returncode == 0
+    assert mount_point.is_dir() and mounts_under(str(mount_point)) == []
+
+
+@pytest.mark.parametrize("bad", ["/", "/proc/x", "/sys", "/dev/shm/x", "relative/path"])
+def test_mount_point_refused(hj: Hostjob, bundle, bad: str) -> None:
+    config = base_config("true")
+    config["windows"] = {"jobContainer": {"rootfsMountPoint": bad}}
+    cid = new_id()
+    assert "rootfsMountPoint" in hj.fail("create", "-b", str(bundle(config)), cid)
+    assert not (hj.root / cid).exists()
+
+
+def test_mount_point_not_empty_refused(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    mount_point = tmp_path / "busy"
+    mount_point.mkdir()
+    (mount_point / "somebody-elses-file").write_text("x")
+    config = base_config("true")
+    config["windows"] = {"jobContainer": {"rootfsMountPoint": str(mount_point)}}
+    cid = new_id()
+    assert "not empty" in hj.fail("create", "-b", str(bundle(config)), cid)
+    assert (mount_point / "somebody-elses-file").read_text() == "x"
+    assert mounts_under(str(mount_point)) == []
+    assert not (hj.root / cid).exists()
+
+
+def test_readonly_rootfs(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    config = base_config(
+        "sh",
+        "-c",
+        "touch $CONTAINER_SANDBOX_MOUNT_POINT/new 2>/dev/null && echo writable || echo readonly",
+    )
+    config["root"]["readonly"] = True
+    b = bundle(config)
+    assert hj("run", "-b", str(b), new_id()).stdout == "readonly\n"
+    assert mounts_under(str(b / "rootfs")) == []
+    assert not (b / "rootfs" / "new").exists()
+
+
+def test_volumes_become_links(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "hello").write_text("from the host\n")
+    config = base_config("cat", "$CONTAINER_SANDBOX_MOUNT_POINT/var/lib/data/hello")
+    config["mounts"] = [
+        {
+            "destination": "/var/lib/data",
+            "type": "bind",
+            "source": str(data),
+            "options": ["rbind", "ro"],
+        },
+        {"destination": "/proc", "type": "proc", "source": "proc"},
+        {"destination": "/dev", "type": "tmpfs", "source": "tmpfs"},
+    ]
+    b = bundle(config)
+    before = mount_table(tmp_path)
+    cid = new_id()
+    hj.ok("create", "-b", str(b), cid)
+    link = b / "rootfs" / "var" / "lib" / "data"
+    assert link.is_symlink() and os.readlink(link) == str(data)
+    assert mount_table(tmp_path) == before
+    hj.ok("start", cid)
+    time.sleep(0.2)
+    hj.ok("delete", "--force", cid)
+    assert not link.exists() and not (b / "rootfs" / "var").exists()  # what hostjob made is gone
+    result = hj("run", "-b", str(b), new_id())
+    assert result.stdout == "from the host\n", result.stderr
+
+
+def test_volume_over_image_file_refused(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    config = base_config("true")
+    config["mounts"] = [
+        {"destination": "/etc/image-release", "type": "bind", "source": "/etc/hostname"}
+    ]
+    cid = new_id()
+    assert "already exists" in hj.fail("create", "-b", str(bundle(config)), cid)
+    assert not (hj.root / cid).exists()
+
+
+def test_relative_root_and_bind_source(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    config = base_config("cat", "$CONTAINER_SANDBOX_MOUNT_POINT/vol/f")
+    config["root"] = {"path": "rootfs"}
+    config["mounts"] = [{"destination": "/vol", "type": "bind", "source": "shared"}]
+    b = bundle(config)
+    (b / "shared").mkdir()
+    (b / "shared" / "f").write_text("relative source\n")
+    result = hj("run", "-b", str(b), new_id())
+    assert result.stdout == "relative source\n", result.stderr
