@@ -1,0 +1,64 @@
+"""Runtime commands import only light standard-library modules (each is a fresh
+interpreter, and imports dominate its cost)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO
+
+# Never on a runtime command's path.
+FORBIDDEN = {
+    "typing", "logging", "subprocess", "dataclasses", "argparse", "enum", "re", "json",
+    "signal", "socket", "ctypes", "asyncio", "threading", "httpx", "rich", "zstandard",
+    "isal", "tarfile", "hashlib", "email", "http", "urllib", "pathlib", "shutil",
+    "tempfile", "inspect", "datetime", "uuid", "random",
+}  # fmt: skip
+
+RUNTIME_COMMANDS = [
+    ["state", "x"],
+    ["start", "x"],
+    ["kill", "x"],
+    ["delete", "x"],
+    ["list"],
+    ["create", "-b", "/nonexistent", "x"],
+    ["run", "-b", "/nonexistent", "x"],
+]
+
+
+def imported_modules(argv: list[str], tmp_path: Path) -> set[str]:
+    code = (
+        "import sys\n"
+        "from hostjob.cli.main import main\n"
+        f"main({argv!r})\n"
+        "sys.stderr.write('\\nMODULES ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            code,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    line = next(line for line in result.stderr.splitlines() if line.startswith("MODULES "))
+    return set(line.split()[1:])
+
+
+@pytest.mark.parametrize("argv", RUNTIME_COMMANDS, ids=lambda a: a[0])
+def test_runtime_command_imports(argv: list[str], tmp_path: Path) -> None:
+    modules = imported_modules(["--root", str(tmp_path / "state"), *argv], tmp_path)
+    heavy = sorted(m for m in modules if m.split(".")[0] in FORBIDDEN)
+    assert heavy == [], f"{argv[0]} imports {heavy}"
+    ours = {m for m in modules if m.startswith("hostjob")}
+    assert not any(m.startswith(("hostjob.images", "hostjob.cli.render")) for m in ours)

@@ -1,0 +1,44 @@
+"""The runtime path's JSON agrees with the json module."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hostjob import jsonio
+
+values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(), children, max_size=5)
+    ),
+    max_leaves=30,
+)
+
+
+@given(values)
+def test_round_trip_matches_json(value: object) -> None:
+    assert jsonio.loads(jsonio.dumps(value)) == json.loads(json.dumps(value))
+    assert json.loads(jsonio.dumps(value, 2)) == json.loads(json.dumps(value))
+
+
+def test_indent_matches_go_marshal_indent() -> None:
+    value = {"a": [1, {"b": []}], "c": {}}
+    assert jsonio.dumps(value, 2) == json.dumps(value, indent=2, ensure_ascii=False)
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"a":1} x', "NaN", "[1,]", "\ufeff"])
+def test_bad_input_is_value_error(text: str) -> None:
+    with pytest.raises(ValueError):
+        jsonio.loads(text)
+
+
+def test_bytes_and_bom() -> None:
+    assert jsonio.loads(b'\xef\xbb\xbf{"a": 1}') == {"a": 1}
