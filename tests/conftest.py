@@ -13,7 +13,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `tests.helper
 
 from tests.helpers import Hostjob, cgroup_dirs, make_bundle, mounts_under
 
-
 # A loaded 2-core CI machine must not turn slow input generation into failures.
 settings.register_profile("hostjob", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("hostjob")
