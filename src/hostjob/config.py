@@ -494,3 +494,58 @@ def _capabilities(capabilities: wire.Capabilities | None, path: str) -> dict[str
 def rlimit_value(value: int) -> int:
     """runtime-spec's uint64 max is RLIM_INFINITY."""
     return resource.RLIM_INFINITY if value >= RLIM_INFINITY_U64 else value
+
+
+# --- exec -----------------------------------------------------------------------------------
+
+
+def load_process(path: str) -> ProcessConfig:
+    """``exec --process FILE`` (``-`` for stdin): a runtime-spec ``process`` object."""
+    data = read_json("/dev/stdin" if path == "-" else path, "process JSON")
+    return process_config(wire.Process.decode(data, "process"), "process")
+
+
+def exec_process(
+    base: ProcessConfig,
+    args: list[str],
+    *,
+    env: tuple[str, ...] | list[str] = (),
+    cwd: str | None = None,
+    user: str | None = None,
+    additional_gids: list[int] | None = None,
+    tty: bool | None = None,
+    no_new_privileges: bool | None = None,
+    capabilities: tuple[str, ...] | list[str] = (),
+) -> ProcessConfig:
+    """``exec ID CMD...``: the container's own process, with runc's overrides applied."""
+    if not args:
+        raise ConfigError("exec needs a command to run")
+    for entry in env:
+        if "=" not in entry:
+            raise ConfigError(f"--env {entry!r} is not KEY=VALUE")
+    process: ProcessConfig = ProcessConfig.decode(base.to_json())
+    process.args = list(args)
+    process.env = [*process.env, *env]
+    if cwd:
+        process.cwd = cwd
+    process.terminal = bool(tty)
+    if no_new_privileges is not None:
+        process.no_new_privileges = no_new_privileges
+    if user:
+        uid_text, _, gid_text = user.partition(":")
+        if uid_text.isdigit() and (not gid_text or gid_text.isdigit()):
+            process.uid = int(uid_text)
+            process.gid = int(gid_text) if gid_text else 0
+            process.username = None
+        else:
+            process.uid, process.gid, process.username = None, None, user
+        process.additional_gids = []
+    if additional_gids is not None:
+        process.additional_gids = list(additional_gids)
+    if capabilities and process.capabilities is not None:
+        for cap in capabilities:
+            if cap not in caps.NUMBERS:
+                raise ConfigError(f"unknown capability {cap!r}")
+        for name in ("bounding", "effective", "inheritable", "permitted", "ambient"):
+            process.capabilities[name] = [*process.capabilities.get(name, []), *capabilities]
+    return process

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "kill": ("kill", "send a signal to the container's init (or every job process)", True),
     "delete": ("delete", "delete a container and everything it holds", True),
     "run": ("run", "create and run a container", True),
+    "exec": ("exec", "run another process in a container's job", True),
     "list": ("list", "list containers", True),
     "spec": ("spec", "write a job-container config.json template", False),
     "features": ("features", "show what this runtime supports", False),

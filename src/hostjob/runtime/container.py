@@ -40,7 +40,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.config import JobConfig
+    from hostjob.config import JobConfig, ProcessConfig
+    from hostjob.runtime.execute import ExecOptions
     from hostjob.runtime.init import Child
 
 # How long a detached job's other processes get between SIGTERM and SIGKILL once
@@ -158,6 +159,8 @@ class Container:
             created=record.created if record is not None else "",
             annotations=job.annotations if job and job.annotations else None,
             owner="",
+            mount_mode=job.mount_mode if job else None,
+            mount_point=job.mount_point if job else None,
         )
 
     def _hook_state(self, current: str, pid: int | None) -> dict[str, Any]:
@@ -240,6 +243,8 @@ class Container:
             listen = _listen_fds()
             setup.listen_fds = listen
             setup.extra_fds = listen + options.preserve_fds
+            if job.mount_mode == "bind":
+                setup.enter_namespace = mounts.enter_bind_namespace(job)
             setup.start_hooks = job.hooks_for("startContainer")
             setup.hook_state = container._hook_state(Status.CREATED, None)
             child = init.spawn(setup)
@@ -267,7 +272,9 @@ class Container:
 
     def _prepare_rootfs(self) -> None:
         job = self.config
-        if job.mount_mode == "host":
+        if job.mount_mode == "bind":
+            mounts.prepare_bind(job, self._record_removal, self._adopt_shared_path)
+        else:
             mounts.prepare_host(job, self._record_unmount, self._record_removal)
 
     def _record_unmount(self, path: str) -> None:
@@ -367,7 +374,10 @@ class Container:
             proc.signal_process(record.pid, record.start_time, sig.SIGKILL)
         end_job(manager, grace)
         manager.destroy()
-        mounts.undo(record.unmounts, record.removals)
+        removals = record.removals
+        if job.mount_mode == "bind" and removals:
+            removals = [p for p in removals if not self._used_by_others(p)]
+        mounts.undo(record.unmounts, removals)
         self.store.remove(self.id)
         if run_poststop and record.phase == PHASE_CREATED:
             try:
@@ -376,6 +386,41 @@ class Container:
                 )
             except HookError as err:
                 log.warning(str(err))
+
+
+    def _adopt_shared_path(self, target: str) -> None:
+        """Share the removal of what another container created for ``target``."""
+        assert self.record is not None
+        for other in Container.load_all(root=self.store.root):
+            if other.id == self.id or other.record is None:
+                continue
+            for path in other.record.removals:
+                inside = target == path or target.startswith(path.rstrip("/") + "/")
+                if inside and path not in self.record.removals:
+                    self._record_removal(path)
+
+    def _used_by_others(self, path: str) -> bool:
+        """Whether another bind-mode container mounts at or below ``path`` (a mount
+        point or volume destination two containers share must outlive the first)."""
+        prefix = path.rstrip("/") + "/"
+        for other in Container.load_all(root=self.store.root):
+            if other.id == self.id or other.record is None:
+                continue
+            job = other.record.config
+            if job.mount_mode != "bind":
+                continue
+            for target in (job.mount_point, *(v.destination for v in job.volumes)):
+                if target == path or target.startswith(prefix):
+                    return True
+        return False
+
+    # --- exec -----------------------------------------------------------------------------
+
+    def exec(self, process: ProcessConfig, options: ExecOptions | None = None) -> int:
+        """Run another process in the job; its exit status (0 once it runs, detached)."""
+        from hostjob.runtime.execute import ExecOptions, exec_process
+
+        return exec_process(self, process, options or ExecOptions())
 
 
 def end_job(manager: cgroups.Manager, grace: float) -> None:

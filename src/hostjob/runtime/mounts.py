@@ -1,9 +1,18 @@
-"""The sandbox filesystem on the host (SPEC §3, §4 host mode).
+"""The sandbox filesystem (SPEC §3, §4): host mode and bind mode.
 
 Host mode mounts nothing but what was asked: the rootfs bound at the requested
 mount point (``rootfsMountPoint``), or the rootfs bound onto itself read-only
 when ``root.readonly`` asks for it. Volumes become symlinks under the mount
-point. Every mount and path made here is recorded *before* it is made, so that
+point.
+
+Bind mode gives the container's init a private mount namespace (root
+propagation ``rslave``, so host mounts still arrive) in which the rootfs is
+bound at the mount point and each volume at its real destination; every exec
+joins that namespace. The host's mount table gains nothing; only a missing
+mount point or volume destination is created on the host (empty, removed at
+delete).
+
+Every mount and path made on the host is recorded *before* it is made, so that
 ``delete`` (even after a crash) removes exactly what hostjob added.
 """
 
@@ -100,6 +109,80 @@ def _link_volume(
         os.symlink(source, link)
     except OSError as err:
         raise MountError(f"volume {destination}: cannot link {link}: {err.strerror}") from None
+
+
+def prepare_bind(
+    job: JobConfig, record_path: Callable[[str], None], adopt: Callable[[str], None]
+) -> None:
+    """Before the fork: make sure every bind-mode mount target exists on the host.
+
+    ``adopt`` is told about targets that already exist: one that another container
+    created must be removed by whichever of them is deleted last."""
+    if not os.path.isdir(job.rootfs):
+        raise MountError(f"rootfs {job.rootfs} is not a directory")
+    for target, source in _bind_targets(job):
+        if os.path.lexists(target):
+            adopt(target)
+            continue
+        for directory in _missing_dirs(os.path.dirname(target)):
+            record_path(directory)
+            os.mkdir(directory, 0o755)
+        record_path(target)
+        if os.path.isdir(source):
+            os.mkdir(target, 0o755)
+        else:
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644))
+
+
+def _bind_targets(job: JobConfig) -> list[tuple[str, str]]:
+    """(target, source) of the rootfs and each volume, in mount order."""
+    targets = [(job.mount_point, job.rootfs)]
+    for volume in job.volumes:
+        if not os.path.exists(volume.source):
+            raise MountError(f"volume {volume.destination}: source {volume.source} does not exist")
+        targets.append((volume.destination, volume.source))
+    return targets
+
+
+def enter_bind_namespace(job: JobConfig) -> Callable[[], None]:
+    """For the init (in the child, as root): build the private mount namespace."""
+    readonly = {job.mount_point: job.readonly}
+    readonly.update({v.destination: v.readonly for v in job.volumes})
+    targets = _bind_targets(job)
+
+    def enter() -> None:
+        from hostjob import linux
+
+        linux.unshare(linux.CLONE_NEWNS)
+        # Host mounts keep arriving; ours never leave.
+        linux.mount(None, "/", None, linux.MS_REC | linux.MS_SLAVE)
+        for target, source in targets:
+            try:
+                linux.mount(source, target, None, linux.MS_BIND | linux.MS_REC)
+                if readonly[target]:
+                    linux.mount(
+                        None, target, None, linux.MS_BIND | linux.MS_REMOUNT | linux.MS_RDONLY
+                    )
+            except OSError as err:
+                raise MountError(f"cannot bind {source} at {target}: {err.strerror}") from None
+
+    return enter
+
+
+def join_namespace(init_pid: int) -> Callable[[], None]:
+    """For an exec (in the child, as root): join the init's mount namespace."""
+    path = f"/proc/{init_pid}/ns/mnt"
+
+    def join() -> None:
+        from hostjob import linux
+
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            linux.setns(fd, linux.CLONE_NEWNS)
+        finally:
+            os.close(fd)
+
+    return join
 
 
 def undo(unmounts: list[str], removals: list[str]) -> None:

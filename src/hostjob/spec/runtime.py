@@ -646,13 +646,16 @@ class Spec(Model):
 
 
 class State(Model):
-    """The runtime-spec state document, as ``hostjob state`` prints it (runc's shape)."""
+    """The runtime-spec state document, as ``hostjob state`` prints it: runc's shape,
+    plus the job container's mount mode and sandbox mount point as extra fields."""
 
     __slots__ = (
         "annotations",
         "bundle",
         "created",
         "id",
+        "mount_mode",
+        "mount_point",
         "oci_version",
         "owner",
         "pid",
@@ -668,6 +671,8 @@ class State(Model):
     created: str | None
     annotations: dict[str, str] | None
     owner: str | None
+    mount_mode: str | None
+    mount_point: str | None
     FIELDS = (
         ("ociVersion", "oci_version", string),
         ("id", "id", string),
@@ -678,6 +683,8 @@ class State(Model):
         ("created", "created", string),
         ("annotations", "annotations", string_map),
         ("owner", "owner", string),
+        ("mountMode", "mount_mode", string),
+        ("mountPoint", "mount_point", string),
     )
 
 

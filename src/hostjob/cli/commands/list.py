@@ -34,7 +34,7 @@ def run(args: Args, ctx: Context) -> int:
     if args.format == "json":
         print(jsonio.dumps([s.to_json() for s in states]))
         return 0
-    rows = [("ID", "PID", "STATUS", "BUNDLE", "CREATED", "OWNER")]
+    rows = [("ID", "PID", "STATUS", "BUNDLE", "CREATED", "OWNER", "MODE", "MOUNT POINT")]
     rows += [
         (
             s.id or "",
@@ -43,6 +43,8 @@ def run(args: Args, ctx: Context) -> int:
             s.bundle or "",
             s.created or "",
             c.store.owner(c.id),
+            s.mount_mode or "",
+            s.mount_point or "",
         )
         for c, s in zip(containers, states, strict=True)
     ]

@@ -1,0 +1,79 @@
+"""``exec``: another process in a running job container (SPEC §7).
+
+The process gets the init's treatment (``resolve.plan``: environment, sandbox
+substitution, PATH, cwd, program, user), joins the job's cgroup before it
+execs, and in bind mode the init's mount namespace. ``detach`` returns once it
+runs (pid file written); otherwise the runtime stays attached and returns its
+exit status.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hostjob.errors import HostjobError
+from hostjob.runtime import init, mounts, proc, resolve, status
+from hostjob.runtime.foreground import TerminalPair, wait_attached
+from hostjob.runtime.store import write_pid_file
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hostjob.config import ProcessConfig
+    from hostjob.runtime.container import Container
+
+
+class ExecOptions:
+    __slots__ = ("console_socket", "detach", "pid_file", "preserve_fds")
+
+    def __init__(
+        self,
+        detach: bool = False,
+        pid_file: str | None = None,
+        console_socket: str | None = None,
+        preserve_fds: int = 0,
+    ) -> None:
+        self.detach = detach
+        self.pid_file = pid_file
+        self.console_socket = console_socket
+        self.preserve_fds = preserve_fds
+
+
+def exec_process(container: Container, process: ProcessConfig, options: ExecOptions) -> int:
+    status.require_exec(container.id, container.status)
+    job = container.config
+    record = container.record
+    assert record is not None
+    terminal = None
+    console: str | int | None = options.console_socket
+    if process.terminal and console is None:
+        if options.detach:
+            raise HostjobError("cannot allocate a tty for a detached exec without --console-socket")
+        terminal = TerminalPair()
+        console = terminal.child_fd
+    setup = init.ChildSetup(resolve.plan(job, process), container.cgroup().procs_files())
+    setup.console = console
+    setup.extra_fds = options.preserve_fds
+    if job.mount_mode == "bind":
+        setup.enter_namespace = mounts.join_namespace(record.pid)
+    master = -1
+    child = None
+    try:
+        child = init.spawn(setup)
+        if terminal is not None:
+            terminal.spawned()
+            master = terminal.receive_master()
+        if options.detach:
+            child.wait_exec()
+            if options.pid_file:
+                write_pid_file(options.pid_file, child.pid)
+            return 0
+        if options.pid_file:
+            write_pid_file(options.pid_file, child.pid)
+        return proc.exit_code(wait_attached(child, master))
+    finally:
+        if child is not None:
+            child.close()
+        if terminal is not None:
+            terminal.close()
+        if master >= 0:
+            os.close(master)
