@@ -275,9 +275,8 @@ class V1ControllerMounts:
                 if created:
                     d.rmdir()
                 self.restore()
-                raise HarnessError(
-                    f"cannot mount the {ctrl} controller as v1 at {d}: {cp.stderr.strip()}"
-                )
+                why = (cp.stderr.strip().splitlines() or ["?"])[0]
+                raise HarnessError(f"cannot mount the {ctrl} controller as v1 at {d}: {why}")
             self.mounted.append((ctrl, d, created))
         left = hybrid_v2_controllers()
         if left:
