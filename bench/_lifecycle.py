@@ -91,17 +91,14 @@ class Lifecycle:
 
     def check(self, r: harness.Runtime) -> None:
         """One verbose round first, so that a broken runtime says why."""
-        for argv in (
-            self.cmd(r, "run", "--bundle", self.bundles[r.name], self.cid(r)),
-            self.cmd(r, "delete", "--force", self.cid(r)),
-        ):
-            cp = harness.run(argv, timeout=60)
-            if argv[-2] == "run" and cp.returncode != 0:
-                raise harness.HarnessError(
-                    f"{r.name} cannot run the bench bundle (exit {cp.returncode}):\n"
-                    f"{cp.stdout}{cp.stderr}"
-                )
+        cp = harness.run(self.cmd(r, "run", "--bundle", self.bundles[r.name], self.cid(r)))
+        harness.run(self.cmd(r, "delete", "--force", self.cid(r)))
         reap_strays()
+        if cp.returncode != 0:
+            raise harness.HarnessError(
+                f"{r.name} cannot run the bench bundle (exit {cp.returncode}):\n"
+                f"{cp.stdout}{cp.stderr}"
+            )
         self.create_start_delete(r)
 
     def cleanup(self, runtimes: list[harness.Runtime]) -> list[str]:

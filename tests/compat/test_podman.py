@@ -12,6 +12,8 @@ from .image import OCIImage
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
+
     Podman = harness.Podman
     Runtime = harness.Runtime
 
@@ -19,6 +21,8 @@ LOOP = 'trap "exit 0" TERM; while :; do sleep 1; done'
 
 
 def _assert_clean(pm: Podman, cid: str, runtime: Runtime) -> None:
+    # a client may finish its cleanup just after it returns (conmon's exit command): allow 5 s
+    harness.wait_for(lambda: not pm.leftovers(cid, runtime), 5.0, 0.1)
     left = pm.leftovers(cid, runtime)
     assert not left, f"{runtime.name}: {cid[:12]} left behind: {left}"
 
@@ -31,11 +35,16 @@ def test_load(podman_env: Podman, test_image: OCIImage) -> None:
     assert test_image.ref in listed.stdout.split()
 
 
-def test_run_rm_oneshot(podman: Podman, runtime: Runtime, test_image: OCIImage) -> None:
+def test_run_rm_oneshot(
+    podman: Podman, runtime: Runtime, test_image: OCIImage, tmp_path: Path
+) -> None:
     name = podman.new_name("oneshot")
+    cidfile = tmp_path / "cid"
     cp = podman.podman(
         "run",
         "--rm",
+        "--cidfile",
+        cidfile,
         "--name",
         name,
         test_image.ref,
@@ -49,13 +58,19 @@ def test_run_rm_oneshot(podman: Podman, runtime: Runtime, test_image: OCIImage) 
     assert f"hello-from-{runtime.name}" in cp.stdout.splitlines()
     assert not harness.probe_problems(runtime, cp.stdout), cp.stdout
     assert podman.podman("container", "exists", name).returncode == 1
+    _assert_clean(podman, cidfile.read_text().strip(), runtime)
 
 
-def test_run_rm_exit_status(podman: Podman, runtime: Runtime, test_image: OCIImage) -> None:
+def test_run_rm_exit_status(
+    podman: Podman, runtime: Runtime, test_image: OCIImage, tmp_path: Path
+) -> None:
     name = podman.new_name("exit7")
+    cidfile = tmp_path / "cid"
     cp = podman.podman(
         "run",
         "--rm",
+        "--cidfile",
+        cidfile,
         "--name",
         name,
         test_image.ref,
@@ -69,10 +84,11 @@ def test_run_rm_exit_status(podman: Podman, runtime: Runtime, test_image: OCIIma
     assert cp.stdout.splitlines() == ["out"]
     assert "err" in cp.stderr.splitlines()
     assert podman.podman("container", "exists", name).returncode == 1
+    _assert_clean(podman, cidfile.read_text().strip(), runtime)
 
 
-def test_run_rm_leaves_nothing(podman: Podman, runtime: Runtime, test_image: OCIImage) -> None:
-    """The ID of a --rm container is only known from inside: use a detached one, then rm."""
+def test_create_start_attach_rm(podman: Podman, runtime: Runtime, test_image: OCIImage) -> None:
+    """``podman create`` + ``start --attach`` + ``rm``: the runtime's create/start split."""
     name = podman.new_name("created")
     cp = podman.podman("create", "--name", name, test_image.ref, "true", runtime=runtime)
     assert cp.returncode == 0, cp.stderr
