@@ -43,7 +43,11 @@ def common_args(description: str) -> argparse.ArgumentParser:
         default="runc,crun",
         help="comma-separated runtimes to compare: runc, crun, hostjob (default: runc,crun)",
     )
-    p.add_argument("--hostjob", help="the hostjob binary (default: $HOSTJOB_BIN, .venv/bin)")
+    p.add_argument(
+        "--hostjob",
+        help="the hostjob binary (default: $HOSTJOB_BIN, else hostjob beside this "
+        "interpreter, else python -m hostjob on src/)",
+    )
     p.add_argument("--export-json", type=Path, help="write every sample here (JSON)")
     p.add_argument(
         "--crun-hybrid",

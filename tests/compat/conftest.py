@@ -5,7 +5,8 @@ Fixtures (see harness.py for the classes):
 
 * ``runtime`` — a ``harness.Runtime``; every test that takes it runs once per runtime named in
   ``COMPAT_RUNTIMES`` (default ``runc,crun``; ``hostjob`` takes its binary from ``HOSTJOB_BIN``,
-  else the ``hostjob`` beside the test interpreter, else ``.venv/bin/hostjob``).
+  else the ``hostjob`` beside the test interpreter, else a wrapper running
+  ``<interpreter> -m hostjob`` on ``src/``).
 * ``test_image`` — ``image.OCIImage``: the busybox image as an oci-archive (session, cached).
 * ``busybox_rootfs`` — a plain rootfs directory with the same content (for hand-made bundles).
 * ``containerd_daemon`` — session ``harness.Containerd`` (started once; at the end stopped and

@@ -400,19 +400,37 @@ def selected_runtime_names(spec: str | None = None) -> list[str]:
     return names
 
 
-def find_hostjob(explicit: str | None = None) -> Path:
-    """``explicit``, else ``$HOSTJOB_BIN``, else ``hostjob`` beside the running interpreter,
-    else the repository's ``.venv/bin/hostjob`` (made by scripts/install)."""
-    cands = [
+HOSTJOB_FROM_SRC = """#!/bin/sh
+# hostjob from the work tree ({src}) with {python}: made by the compat harness because neither
+# HOSTJOB_BIN nor a hostjob beside the test interpreter exists. Clients (podman) may call the
+# runtime with a near-empty environment, so the path is set here.
+PYTHONPATH={src} exec {python} -m hostjob "$@"
+"""
+
+
+def find_hostjob(explicit: str | None = None, workdir: Path | None = None) -> Path:
+    """The hostjob executable to hand to clients, as ``tests.helpers.hostjob_cmd`` finds it:
+    ``explicit`` (``--hostjob``), else ``$HOSTJOB_BIN``, else ``hostjob`` beside the running
+    interpreter (an installed venv), else a wrapper in ``workdir`` that runs
+    ``<interpreter> -m hostjob`` on the work tree's ``src/``."""
+    for c in (
         explicit,
         os.environ.get("HOSTJOB_BIN"),
         str(Path(sys.executable).parent / "hostjob"),
-        str(REPO / ".venv" / "bin" / "hostjob"),
-    ]
-    for c in cands:
+    ):
         if c and Path(c).is_file() and os.access(c, os.X_OK):
             return Path(c).absolute()
-    raise HarnessError("hostjob binary not found: set HOSTJOB_BIN, or run scripts/install")
+    if explicit or os.environ.get("HOSTJOB_BIN"):
+        raise HarnessError(
+            f"hostjob binary not executable: {explicit or os.environ['HOSTJOB_BIN']}"
+        )
+    if workdir is None:
+        raise HarnessError("hostjob not found: set HOSTJOB_BIN, or run scripts/install")
+    w = workdir / "hostjob-src" / "hostjob"
+    w.parent.mkdir(parents=True, exist_ok=True)
+    w.write_text(HOSTJOB_FROM_SRC.format(src=REPO / "src", python=sys.executable))
+    w.chmod(0o755)
+    return w
 
 
 def make_runtime(name: str, workdir: Path, hostjob: str | None = None) -> Runtime:
@@ -424,7 +442,7 @@ def make_runtime(name: str, workdir: Path, hostjob: str | None = None) -> Runtim
             return Runtime(name, path, client_path=crun_client_path(path, workdir))
         return Runtime(name, path)
     if name == "hostjob":
-        return Runtime("hostjob", find_hostjob(hostjob), is_job_container=True)
+        return Runtime("hostjob", find_hostjob(hostjob, workdir), is_job_container=True)
     raise HarnessError(f"unknown runtime {name!r}")
 
 
