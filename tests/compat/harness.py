@@ -8,8 +8,8 @@ left behind (mounts, cgroups, runtime state, shim/conmon processes) after the cl
 Machine facts this module works around (see the class docstrings for details):
 
 * no systemd: cgroupfs everywhere;
-* RLIMIT_NOFILE hard limit 20000 and no CAP_SYS_RESOURCE, and podman lowers its own
-  RLIMIT_NPROC to ``kernel.pid_max``: podman's ``default_ulimits`` are set to fit;
+* RLIMIT_NOFILE hard limit 20000 and no CAP_SYS_RESOURCE, and podman/conmon run with
+  RLIMIT_NPROC 32768 (= ``kernel.pid_max`` here): podman's ``default_ulimits`` are set to fit;
 * a hybrid cgroup host whose cgroup2 holds a controller (hugetlb), which crun 1.8 refuses
   ("cgroups in hybrid mode not supported"): crun is given to the clients through a wrapper that
   hides the cgroup2 mount in a private mount namespace (``CrunHybridWrapper``), or, for the
@@ -838,7 +838,7 @@ disabled_plugins = {json.dumps(disabled)}
 def podman_ulimits() -> list[str]:
     """``default_ulimits`` that fit this host: podman as root asks for nofile/nproc of 1048576
     (more than our hard limits; without CAP_SYS_RESOURCE the runtime's setrlimit fails), and
-    podman itself runs with RLIMIT_NPROC lowered to kernel.pid_max."""
+    podman and conmon were seen running with RLIMIT_NPROC 32768 = kernel.pid_max here."""
     import resource
 
     nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
