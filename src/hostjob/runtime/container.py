@@ -22,7 +22,10 @@ from hostjob.errors import (
     HostjobError,
     InvalidState,
 )
-from hostjob.runtime import hooks, init, mounts, proc, resolve, status
+from hostjob.runtime import proc, status
+
+# hooks, init, mounts and resolve are imported by the verbs that use them: `state`,
+# `kill` and `start` are whole commands of their own and should not pay for them.
 from hostjob.runtime.signals import sig
 from hostjob.runtime.status import Status
 from hostjob.runtime.store import (
@@ -208,6 +211,8 @@ class Container:
         options: CreateOptions | None = None,
     ) -> tuple[Container, Child]:
         """``create`` from a converted config; also returns the child's handle (for ``run``)."""
+        from hostjob.runtime import hooks, init, resolve
+
         options = options or CreateOptions()
         store = StateStore(root)
         job.cgroups_path = cgroups.resolve_path(
@@ -244,6 +249,8 @@ class Container:
             setup.listen_fds = listen
             setup.extra_fds = listen + options.preserve_fds
             if job.mount_mode == "bind":
+                from hostjob.runtime import mounts
+
                 setup.enter_namespace = mounts.enter_bind_namespace(job)
             setup.start_hooks = job.hooks_for("startContainer")
             setup.hook_state = container._hook_state(Status.CREATED, None)
@@ -271,6 +278,8 @@ class Container:
         return container, child
 
     def _prepare_rootfs(self) -> None:
+        from hostjob.runtime import mounts
+
         job = self.config
         if job.mount_mode == "bind":
             mounts.prepare_bind(job, self._record_removal, self._adopt_shared_path)
@@ -296,25 +305,27 @@ class Container:
             status.require_start(self.id, self.status)
             record = self.record
             assert record is not None
-            self._release()
+            poststart = self.config.hooks_for("poststart")
+            # poststart hooks run once the program runs, so then wait for its exec.
+            self._release(wait_for_exec=bool(poststart))
             try:
                 os.unlink(self.store.fifo(self.id))
             except FileNotFoundError:
                 pass
+        if not poststart:
+            return
+        from hostjob.runtime import hooks
+
         try:
-            hooks.run_hooks(
-                "poststart",
-                self.config.hooks_for("poststart"),
-                self._hook_state(Status.RUNNING, record.pid),
-            )
+            hooks.run_hooks("poststart", poststart, self._hook_state(Status.RUNNING, record.pid))
         except HookError:
             # runc: a failed poststart hook takes the container down with it.
             self.kill(sig.SIGKILL, all_processes=True)
             raise
 
-    def _release(self) -> None:
-        """Write the start byte into the exec fifo, which the container process reads,
-        and wait for its exec. With no reader (ENXIO) the process has gone."""
+    def _release(self, *, wait_for_exec: bool) -> None:
+        """Write the start byte into the exec fifo, which the container process reads
+        (and, if asked, wait for its exec). With no reader (ENXIO) it has gone."""
         try:
             fd = os.open(self.store.fifo(self.id), os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as err:
@@ -323,11 +334,12 @@ class Container:
             raise
         try:
             os.write(fd, b"0")
-            # The process keeps its read end open until it execs (close-on-exec):
-            # return once it has run its startContainer hooks and become the program.
-            poller = select.poll()
-            poller.register(fd, select.POLLERR)
-            poller.poll()
+            if wait_for_exec:
+                # The process keeps its read end open until it execs (close-on-exec):
+                # this returns once startContainer hooks ran and the program runs.
+                poller = select.poll()
+                poller.register(fd, select.POLLERR)
+                poller.poll()
         finally:
             os.close(fd)
 
@@ -377,13 +389,17 @@ class Container:
         removals = record.removals
         if job.mount_mode == "bind" and removals:
             removals = [p for p in removals if not self._used_by_others(p)]
-        mounts.undo(record.unmounts, removals)
+        if record.unmounts or removals:
+            from hostjob.runtime import mounts
+
+            mounts.undo(record.unmounts, removals)
         self.store.remove(self.id)
-        if run_poststop and record.phase == PHASE_CREATED:
+        poststop = job.hooks_for("poststop")
+        if run_poststop and poststop and record.phase == PHASE_CREATED:
+            from hostjob.runtime import hooks
+
             try:
-                hooks.run_hooks(
-                    "poststop", job.hooks_for("poststop"), self._hook_state(Status.STOPPED, None)
-                )
+                hooks.run_hooks("poststop", poststop, self._hook_state(Status.STOPPED, None))
             except HookError as err:
                 log.warning(str(err))
 
