@@ -14,7 +14,7 @@ import os
 import select
 import time
 
-from hostjob import cgroups, config, log
+from hostjob import cgroups, config, faults, log
 from hostjob.errors import (
     ContainerNotFound,
     ContainerNotRunning,
@@ -229,17 +229,19 @@ class Container:
             created=_now_rfc3339_nano(),
             owner="",
             config=job,
-            unmounts=[],
-            removals=[],
+            undo=[],
         )
         container = cls(store, container_id, record)
         child = None
         try:
             # The record comes first: whatever happens below, delete --force can undo it.
             store.write(record)
+            faults.point("create:after-state-dir")
             manager = cgroups.open_manager(job.cgroups_path)
             manager.create(job.resources)
+            faults.point("create:after-cgroup")
             container._prepare_rootfs()
+            faults.point("create:after-mount")
             fifo = store.fifo(container_id)
             os.mkfifo(fifo, 0o622)
             setup = init.ChildSetup(resolve.plan(job, job.process), manager.procs_files())
@@ -258,9 +260,11 @@ class Container:
             record.pid = child.pid
             record.start_time = proc.start_time(child.pid) or 0
             store.write(record)
+            faults.point("create:after-fork")
             state = container._hook_state(Status.CREATING, child.pid)
             for point in ("prestart", "createRuntime", "createContainer"):
                 hooks.run_hooks(point, job.hooks_for(point), state)
+            faults.point("create:before-created")
             record.phase = PHASE_CREATED
             store.write(record)
             if options.pid_file:
@@ -282,18 +286,14 @@ class Container:
 
         job = self.config
         if job.mount_mode == "bind":
-            mounts.prepare_bind(job, self._record_removal, self._adopt_shared_path)
+            mounts.prepare_bind(job, self._record_change, self._adopt_shared_path)
         else:
-            mounts.prepare_host(job, self._record_unmount, self._record_removal)
+            mounts.prepare_host(job, self._record_change)
 
-    def _record_unmount(self, path: str) -> None:
+    def _record_change(self, kind: str, path: str) -> None:
+        """Persist an undo entry before the change it undoes is made."""
         assert self.record is not None
-        self.record.unmounts.append(path)
-        self.store.write(self.record)
-
-    def _record_removal(self, path: str) -> None:
-        assert self.record is not None
-        self.record.removals.append(path)
+        self.record.undo.append([kind, path])
         self.store.write(self.record)
 
     # --- start ----------------------------------------------------------------------------
@@ -308,6 +308,7 @@ class Container:
             poststart = self.config.hooks_for("poststart")
             # poststart hooks run once the program runs, so then wait for its exec.
             self._release(wait_for_exec=bool(poststart))
+            faults.point("start:after-release")
             try:
                 os.unlink(self.store.fifo(self.id))
             except FileNotFoundError:
@@ -385,14 +386,17 @@ class Container:
         if record.pid:
             proc.signal_process(record.pid, record.start_time, sig.SIGKILL)
         end_job(manager, grace)
+        faults.point("delete:after-kill")
         manager.destroy()
-        removals = record.removals
-        if job.mount_mode == "bind" and removals:
-            removals = [p for p in removals if not self._used_by_others(p)]
-        if record.unmounts or removals:
+        faults.point("delete:after-cgroup")
+        entries = record.undo
+        if job.mount_mode == "bind" and entries:
+            entries = [e for e in entries if not self._used_by_others(e[1])]
+        if entries:
             from hostjob.runtime import mounts
 
-            mounts.undo(record.unmounts, removals)
+            mounts.undo(entries)
+        faults.point("delete:after-unmount")
         self.store.remove(self.id)
         poststop = job.hooks_for("poststop")
         if run_poststop and poststop and record.phase == PHASE_CREATED:
@@ -403,17 +407,16 @@ class Container:
             except HookError as err:
                 log.warning(str(err))
 
-
     def _adopt_shared_path(self, target: str) -> None:
         """Share the removal of what another container created for ``target``."""
         assert self.record is not None
         for other in Container.load_all(root=self.store.root):
             if other.id == self.id or other.record is None:
                 continue
-            for path in other.record.removals:
+            for kind, path in other.record.undo:
                 inside = target == path or target.startswith(path.rstrip("/") + "/")
-                if inside and path not in self.record.removals:
-                    self._record_removal(path)
+                if inside and [kind, path] not in self.record.undo:
+                    self._record_change(kind, path)
 
     def _used_by_others(self, path: str) -> bool:
         """Whether another bind-mode container mounts at or below ``path`` (a mount

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from hostjob import jsonio
+from hostjob import faults, jsonio
 from hostjob.errors import HookError
 from hostjob.runtime.proc import exit_code, wait_pidfd
 from hostjob.runtime.signals import sig
@@ -28,6 +28,12 @@ def run_hooks(point: str, hooks: list[Hook], state: dict[str, Any]) -> None:
     payload = jsonio.dumps(state).encode()
     for index, hook in enumerate(hooks):
         run_hook(point, index, hook, payload)
+        faults.point(f"{point_group(point)}:mid-hook")
+
+
+def point_group(point: str) -> str:
+    """The lifecycle step a hook point belongs to, for fault injection."""
+    return "create" if point in ("prestart", "createRuntime", "createContainer") else point
 
 
 def run_hook(point: str, index: int, hook: Hook, payload: bytes) -> None:

@@ -30,22 +30,28 @@ if TYPE_CHECKING:
     from hostjob.config import JobConfig
 
 
-def prepare_host(
-    job: JobConfig, record_mount: Callable[[str], None], record_path: Callable[[str], None]
-) -> None:
+# The undo log: (kind, path) entries, recorded before each change and undone in
+# reverse order at delete. Kinds: a mount, a path hostjob created, and an empty
+# directory of the image that a volume link replaced (put back afterwards).
+UNMOUNT = "unmount"
+REMOVE = "remove"
+RESTORE_DIR = "restore-dir"
+
+
+def prepare_host(job: JobConfig, record: Callable[[str, str], None]) -> None:
     """Set up the sandbox mount point and volume links for a host-mode container."""
     if not os.path.isdir(job.rootfs):
         raise MountError(f"rootfs {job.rootfs} is not a directory")
     if job.bind_rootfs:
-        _bind_rootfs(job, record_mount, record_path)
+        _bind_rootfs(job, record)
     for volume in job.volumes:
-        _link_volume(job.mount_point, volume.source, volume.destination, record_path)
+        _link_volume(job.mount_point, volume.source, volume.destination, record)
     if job.readonly:
         from hostjob import linux
 
         if not job.bind_rootfs:
             # Read-only needs a mount; the rootfs itself is the mount point here.
-            record_mount(job.rootfs)
+            record(UNMOUNT, job.rootfs)
             linux.mount(job.rootfs, job.rootfs, None, linux.MS_BIND | linux.MS_REC)
         linux.mount(
             None,
@@ -55,9 +61,7 @@ def prepare_host(
         )
 
 
-def _bind_rootfs(
-    job: JobConfig, record_mount: Callable[[str], None], record_path: Callable[[str], None]
-) -> None:
+def _bind_rootfs(job: JobConfig, record: Callable[[str, str], None]) -> None:
     from hostjob import linux
 
     target = job.mount_point
@@ -67,27 +71,27 @@ def _bind_rootfs(
         if os.listdir(target):
             raise MountError(f"mount point {target} is not empty")
     else:
-        for directory in _missing_dirs(target):
-            record_path(directory)
-            os.mkdir(directory, 0o755)
-    record_mount(target)
+        _make_dirs(target, record)
+    record(UNMOUNT, target)
     try:
         linux.mount(job.rootfs, target, None, linux.MS_BIND | linux.MS_REC)
     except OSError as err:
         raise MountError(f"cannot bind {job.rootfs} at {target}: {err.strerror}") from None
 
 
-def _missing_dirs(path: str) -> list[str]:
-    """The directories that must be created for ``path`` to exist, outermost first."""
+def _make_dirs(path: str, record: Callable[[str, str], None]) -> None:
+    """mkdir -p, recording each directory made (outermost first)."""
     missing = []
     while not os.path.lexists(path):
         missing.append(path)
         path = os.path.dirname(path)
-    return missing[::-1]
+    for directory in reversed(missing):
+        record(REMOVE, directory)
+        os.mkdir(directory, 0o755)
 
 
 def _link_volume(
-    mount_point: str, source: str, destination: str, record_path: Callable[[str], None]
+    mount_point: str, source: str, destination: str, record: Callable[[str, str], None]
 ) -> None:
     link = os.path.join(mount_point, destination.lstrip("/"))
     if os.path.islink(link):
@@ -96,15 +100,12 @@ def _link_volume(
         raise MountError(f"volume {destination}: {link} is already a link elsewhere")
     if os.path.lexists(link):
         if os.path.isdir(link) and not os.listdir(link):
-            record_path(link + "/")  # an empty directory of the image, restored at delete
+            record(RESTORE_DIR, link)
             os.rmdir(link)
         else:
             raise MountError(f"volume {destination}: {link} already exists in the rootfs")
-    parent = os.path.dirname(link)
-    for directory in _missing_dirs(parent):
-        record_path(directory)
-        os.mkdir(directory, 0o755)
-    record_path(link)
+    _make_dirs(os.path.dirname(link), record)
+    record(REMOVE, link)
     try:
         os.symlink(source, link)
     except OSError as err:
@@ -112,7 +113,7 @@ def _link_volume(
 
 
 def prepare_bind(
-    job: JobConfig, record_path: Callable[[str], None], adopt: Callable[[str], None]
+    job: JobConfig, record: Callable[[str, str], None], adopt: Callable[[str], None]
 ) -> None:
     """Before the fork: make sure every bind-mode mount target exists on the host.
 
@@ -124,10 +125,8 @@ def prepare_bind(
         if os.path.lexists(target):
             adopt(target)
             continue
-        for directory in _missing_dirs(os.path.dirname(target)):
-            record_path(directory)
-            os.mkdir(directory, 0o755)
-        record_path(target)
+        _make_dirs(os.path.dirname(target), record)
+        record(REMOVE, target)
         if os.path.isdir(source):
             os.mkdir(target, 0o755)
         else:
@@ -185,37 +184,44 @@ def join_namespace(init_pid: int) -> Callable[[], None]:
     return join
 
 
-def undo(unmounts: list[str], removals: list[str]) -> None:
-    """Reverse ``prepare_host``: unmount, then remove what was created, newest first."""
-    if unmounts:
-        from hostjob import linux
-
-        for target in reversed(unmounts):
-            # A bind of the rootfs onto itself may be stacked; remove every layer.
-            while _is_mounted(target):
-                try:
-                    linux.umount(target, linux.MNT_DETACH)
-                except OSError as err:
-                    if err.errno in (errno.EINVAL, errno.ENOENT):
-                        break
-                    raise MountError(f"cannot unmount {target}: {err.strerror}") from None
-    for path in reversed(removals):
-        if path.endswith("/"):
+def undo(entries: list[list[str]]) -> None:
+    """Reverse what ``prepare_host``/``prepare_bind`` recorded, newest first."""
+    for kind, path in reversed(entries):
+        if kind == UNMOUNT:
+            _unmount_all(path)
+        elif kind == RESTORE_DIR:
             try:
-                os.mkdir(path.rstrip("/"), 0o755)  # put back an empty directory we replaced
+                os.mkdir(path, 0o755)  # put back the empty directory a volume link replaced
             except FileExistsError:
                 pass
-            continue
+        else:
+            _remove(path)
+
+
+def _unmount_all(target: str) -> None:
+    from hostjob import linux
+
+    # A bind of the rootfs onto itself may be stacked; remove every layer.
+    while _is_mounted(target):
         try:
-            if os.path.islink(path) or not os.path.isdir(path):
-                os.unlink(path)
-            else:
-                os.rmdir(path)
-        except FileNotFoundError:
-            pass
+            linux.umount(target, linux.MNT_DETACH)
         except OSError as err:
-            if err.errno != errno.ENOTEMPTY:  # someone put files there: keep them
-                raise
+            if err.errno in (errno.EINVAL, errno.ENOENT):
+                break
+            raise MountError(f"cannot unmount {target}: {err.strerror}") from None
+
+
+def _remove(path: str) -> None:
+    try:
+        if os.path.islink(path) or not os.path.isdir(path):
+            os.unlink(path)
+        else:
+            os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError as err:
+        if err.errno not in (errno.ENOTEMPTY, errno.EBUSY):  # someone else's files: keep them
+            raise MountError(f"cannot remove {path}: {err.strerror}") from None
 
 
 def _is_mounted(path: str) -> bool:

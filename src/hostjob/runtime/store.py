@@ -18,7 +18,7 @@ import os
 from hostjob import jsonio
 from hostjob.config import JobConfig
 from hostjob.errors import ContainerExists, ContainerNotFound, InvalidArgument, PermissionDenied
-from hostjob.spec._decode import Model, integer, model, string, string_list
+from hostjob.spec._decode import Model, integer, list_of, model, string, string_list
 
 DEFAULT_ROOT = "/run/hostjob"
 STATE_FILE = "state.json"
@@ -53,9 +53,8 @@ class Record(Model):
         "owner",
         "phase",
         "pid",
-        "removals",
         "start_time",
-        "unmounts",
+        "undo",
     )
     id: str
     pid: int
@@ -64,8 +63,9 @@ class Record(Model):
     created: str
     owner: str
     config: JobConfig
-    unmounts: list[str]  # host mount points hostjob made, unmounted in reverse at delete
-    removals: list[str]  # paths hostjob made (symlinks, dirs), removed in reverse at delete
+    # What hostjob changed on the host, as (kind, path), undone in reverse at delete
+    # (see hostjob.runtime.mounts); recorded before each change, so a crash loses none.
+    undo: list[list[str]]
     FIELDS = (
         ("id", "id", string),
         ("pid", "pid", integer),
@@ -74,8 +74,7 @@ class Record(Model):
         ("created", "created", string),
         ("owner", "owner", string),
         ("config", "config", model(JobConfig)),
-        ("unmounts", "unmounts", string_list),
-        ("removals", "removals", string_list),
+        ("undo", "undo", list_of(string_list)),
     )
 
 

@@ -1,0 +1,34 @@
+"""Fault injection for the crash-safety tests (SPEC §9).
+
+``HOSTJOB_CRASH_AT=<point>`` makes hostjob SIGKILL itself when it reaches that
+named point, exactly as ``kill -9`` would; the tests then check that ``state``
+says something sensible and ``delete --force`` leaves nothing behind. Unset, a
+point costs one comparison.
+"""
+
+from __future__ import annotations
+
+import os
+
+_CRASH_AT = os.environ.get("HOSTJOB_CRASH_AT", "")
+
+# Every point, in the order a lifecycle reaches them (tests iterate over this).
+POINTS = (
+    "create:after-state-dir",
+    "create:after-cgroup",
+    "create:after-mount",
+    "create:after-fork",
+    "create:mid-hook",
+    "create:before-created",
+    "start:after-release",
+    "delete:after-kill",
+    "delete:after-cgroup",
+    "delete:after-unmount",
+    "unpack:mid-layer",
+    "pull:mid-blob",
+)
+
+
+def point(name: str) -> None:
+    if name == _CRASH_AT:
+        os.kill(os.getpid(), 9)

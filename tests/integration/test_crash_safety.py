@@ -1,0 +1,83 @@
+"""SPEC §9: hostjob killed with SIGKILL at any step leaves a container that `state`
+describes and `delete --force` removes completely."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hostjob.faults import POINTS
+from tests.helpers import Hostjob, base_config, cgroup_dirs, mounts_under, new_id
+
+LIFECYCLE_POINTS = [p for p in POINTS if p.split(":")[0] in ("create", "start", "delete")]
+
+
+def crash_config(tmp_path: Path) -> dict:  # type: ignore[type-arg]
+    """A config that reaches every point: a mount point, a volume and a hook."""
+    volume = tmp_path / "volume"
+    volume.mkdir(exist_ok=True)
+    config = base_config("sleep", "300")
+    config["windows"] = {"jobContainer": {"rootfsMountPoint": str(tmp_path / "mp")}}
+    config["mounts"] = [{"destination": "/data", "type": "bind", "source": str(volume)}]
+    config["hooks"] = {
+        "prestart": [{"path": "/bin/true"}],
+        "createRuntime": [{"path": "/bin/true"}],
+    }
+    return config
+
+
+def assert_gone(hj: Hostjob, cid: str, tmp_path: Path, pid: int | None) -> None:
+    assert not (hj.root / cid).exists(), "state directory left"
+    assert cgroup_dirs(f"/hostjob/{cid}") == [], "cgroup left"
+    assert mounts_under(str(tmp_path / "mp")) == [], "mount left"
+    assert not (tmp_path / "mp").exists(), "mount point left"
+    assert not (tmp_path / "bundle" / "rootfs" / "data").is_symlink(), "volume link left"
+    if pid:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                assert f.read().rsplit(")", 1)[1].split()[0] == "Z", "container process left"
+        except FileNotFoundError:
+            pass
+
+
+@pytest.mark.parametrize("point", LIFECYCLE_POINTS)
+def test_crash_then_delete_force(hj: Hostjob, bundle, tmp_path: Path, point: str) -> None:
+    cid = new_id()
+    b = bundle(crash_config(tmp_path))
+    crash = {"HOSTJOB_CRASH_AT": point}
+    step = point.split(":")[0]
+    if step == "create":
+        result = hj("create", "-b", str(b), cid, env=crash)
+    else:
+        hj.ok("create", "-b", str(b), cid)
+        if step == "start":
+            result = hj("start", cid, env=crash)
+        else:
+            hj.ok("start", cid)
+            result = hj("delete", "--force", cid, env=crash)
+    assert result.returncode == -9, f"{point} was not reached: {result.returncode} {result.stderr}"
+
+    # `state` says something sensible: valid JSON and a known status, or "does not exist".
+    state = hj("state", cid)
+    pid = None
+    if state.returncode == 0:
+        document = json.loads(state.stdout)
+        assert document["status"] in ("created", "running", "stopped"), document
+        pid = document["pid"] or None
+    else:
+        assert state.stderr.strip() == "container does not exist"
+    state_file = hj.root / cid / "state.json"
+    if pid is None and state_file.exists():
+        pid = json.loads(state_file.read_text()).get("pid") or None
+
+    hj.ok("delete", "--force", cid)
+    assert_gone(hj, cid, tmp_path, pid)
+    assert "container does not exist" in hj.fail("state", cid)
+    # the same ID is usable again
+    hj.ok("create", "-b", str(b), cid)
+    hj.ok("delete", "--force", cid)
+    assert_gone(hj, cid, tmp_path, None)
+    assert os.listdir(hj.root) == []
