@@ -16,7 +16,6 @@ import errno
 import os
 import time
 
-from hostjob import log
 from hostjob.cgroups import _fs
 from hostjob.cgroups import resources as _res
 from hostjob.errors import CgroupError, MissingController
@@ -41,6 +40,9 @@ _warned: set[str] = set()
 def warn_once(msg: str) -> None:
     if msg not in _warned:
         _warned.add(msg)
+        # hostjob.log pulls in json (and so re, enum): only when there is something to say.
+        from hostjob import log
+
         log.warning(msg)
 
 
@@ -345,6 +347,8 @@ class Manager:
             for msg in _res.ignored(res, self.version):
                 warn_once(msg)
             if res.devices:
+                from hostjob import log
+
                 log.debug("linux.resources.devices ignored: job containers use the host's devices")
 
     def _warn_missing(self, available: set[str]) -> None:

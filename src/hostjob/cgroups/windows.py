@@ -16,10 +16,16 @@
 
 from __future__ import annotations
 
-from hostjob import log
 from hostjob.cgroups.resources import DEFAULT_CFS_PERIOD, cpu_weight_to_shares
 from hostjob.errors import ConfigError
 from hostjob.spec import runtime as wire
+
+
+def _warn(msg: str) -> None:
+    from hostjob import log  # json and re come with it: only when needed
+
+    log.warning(msg)
+
 
 # The kernel refuses a CFS quota below 1 ms.
 MIN_QUOTA = 1000
@@ -42,7 +48,7 @@ def from_windows(
             )
         if count:
             if count > host_cpus:
-                log.warning(
+                _warn(
                     f"windows.resources.cpu.count {count} is more than this host's"
                     f" {host_cpus} CPUs: using {host_cpus}"
                 )
@@ -67,9 +73,7 @@ def from_windows(
     storage = res.storage
     if storage is not None and (storage.iops or storage.bps):
         if io_device is None:
-            log.warning(
-                "windows.resources.storage is ignored: the writable layer is on no block device"
-            )
+            _warn("windows.resources.storage is ignored: the writable layer is on no block device")
         else:
             major, minor = io_device
             block_io = wire.BlockIO()
@@ -89,5 +93,5 @@ def from_windows(
                 ]
             out.block_io = block_io
     if storage is not None and storage.sandbox_size:
-        log.warning("windows.resources.storage.sandboxSize is ignored on Linux")
+        _warn("windows.resources.storage.sandboxSize is ignored on Linux")
     return out

@@ -195,7 +195,12 @@ def _v2_files(controller: str, bfq: bool) -> dict[str, str]:
             "memory.stat": "anon 0\nfile 0\nkernel 0\nshmem 0\npgfault 0\n",
         }
     if controller == "cpu":
-        return {"cpu.weight": "100\n", "cpu.max": "max 100000\n", "cpu.max.burst": "0\n"}
+        return {
+            "cpu.weight": "100\n",
+            "cpu.max": "max 100000\n",
+            "cpu.max.burst": "0\n",
+            "cpu.idle": "0\n",
+        }
     if controller == "cpuset":
         return {
             "cpuset.cpus": "\n",
@@ -525,7 +530,10 @@ class FakeCgroup1(_Fake):
         for controller in self.controllers(path):
             for name, content in _v1_files(controller).items():
                 self.put(path, name, content)
-        if "cpuset" in self.controllers(path) and self.read(parent, "cgroup.clone_children")[0] == "1":
+        if (
+            "cpuset" in self.controllers(path)
+            and self.read(parent, "cgroup.clone_children")[0] == "1"
+        ):
             self.put(path, "cpuset.cpus", self.read(parent, "cpuset.cpus"))
             self.put(path, "cpuset.mems", self.read(parent, "cpuset.mems"))
 
@@ -554,7 +562,8 @@ class FakeCgroup1(_Fake):
             return f"{min(max(int(v), 2), 262144)}\n"
         if name == "memory.limit_in_bytes":
             limit = _num(v)
-            if limit > _num(self.read(path, "memory.memsw.limit_in_bytes")):
+            memsw = os.path.join(path, "memory.memsw.limit_in_bytes")
+            if os.path.exists(memsw) and limit > _num(self.read(path, os.path.basename(memsw))):
                 raise _einval()
             return f"{limit}\n"
         if name == "memory.memsw.limit_in_bytes":

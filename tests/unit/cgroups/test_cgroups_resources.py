@@ -79,7 +79,13 @@ def test_hugepage_sizes_and_names(tmp_path: object) -> None:
     import pathlib
 
     base = pathlib.Path(str(tmp_path))
-    for name in ("hugepages-2048kB", "hugepages-1048576kB", "hugepages-64kB", "junk", "hugepages-xkB"):
+    for name in (
+        "hugepages-2048kB",
+        "hugepages-1048576kB",
+        "hugepages-64kB",
+        "junk",
+        "hugepages-xkB",
+    ):
         (base / name).mkdir()
     assert r.hugepage_sizes(str(base)) == ["64KB", "2MB", "1GB"]
     assert r.page_size_name(32768) == "32MB"

@@ -46,7 +46,10 @@ def apply(d: Dir, c: CPU) -> None:
     if c.burst is not None:
         d.write("cpu.cfs_burst_us", str(c.burst))
     if c.idle is not None:
-        d.write("cpu.idle", str(c.idle))
+        code = d.try_write("cpu.idle", str(c.idle))
+        # Kernels before 5.15 have no cpu.idle: not idle is all they can be.
+        if code and not (code == errno.ENOENT and c.idle == 0):
+            d.write("cpu.idle", str(c.idle))
 
 
 def throttling_stats(d: Dir, out: dict[str, Any]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 from hostjob.cgroups import resources as _res
 from hostjob.cgroups._fs import Dir, parse_keyed
 
@@ -14,7 +16,10 @@ if TYPE_CHECKING:
 
 def apply(d: Dir, c: CPU) -> None:
     if c.idle is not None:
-        d.write("cpu.idle", str(c.idle))
+        code = d.try_write("cpu.idle", str(c.idle))
+        # Kernels before 5.15 have no cpu.idle: not idle is all they can be.
+        if code and not (code == errno.ENOENT and c.idle == 0):
+            d.write("cpu.idle", str(c.idle))
     # An idle cgroup has no weight: the kernel refuses one.
     if c.shares and not c.idle:
         d.write("cpu.weight", str(_res.cpu_shares_to_weight(c.shares)))
