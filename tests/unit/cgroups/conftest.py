@@ -11,10 +11,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fakefs import FakeCgroup1, FakeCgroup2  # noqa: E402
+from fakefs import FakeCgroup1, FakeCgroup2
 
-from hostjob import log  # noqa: E402
-from hostjob.cgroups import _manager  # noqa: E402
+from hostjob import log
+from hostjob.cgroups import _manager
 
 
 @pytest.fixture

@@ -370,7 +370,7 @@ def test_oom_watcher_registers_an_eventfd(fake1: FakeCgroup1) -> None:
     m.create(res({"memory": {"limit": 1 << 20}}))
     mem = fake1.path("memory", PATH)
     w = m.oom_watcher()
-    efd, ofd = (int(x) for x in fake1.read(mem, "cgroup.event_control").split())
+    efd, _ofd = (int(x) for x in fake1.read(mem, "cgroup.event_control").split())
     assert efd == w.fileno()
     assert w.wait(0.05) == 0
     fake1.put(mem, "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n")
