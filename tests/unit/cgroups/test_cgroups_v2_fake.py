@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -325,7 +326,9 @@ def test_terminate_escalates_to_sigkill(fake2: FakeCgroup2, spawn: Spawn) -> Non
     m = manager(fake2)
     m.create()
     stubborn = spawn(
-        "python3", "-c", "import signal,time; signal.signal(15, signal.SIG_IGN); time.sleep(60)"
+        sys.executable,
+        "-c",
+        "import signal,time; signal.signal(15, signal.SIG_IGN); time.sleep(60)",
     )
     time.sleep(0.3)  # let it install the handler
     m.add(stubborn.pid)

@@ -190,6 +190,12 @@ class V1Manager(Manager):
             # Atomic and fork-proof for everything in the unified cgroup; rounds catch
             # any process that joined only v1 hierarchies.
             self._signal_rounds(sig)
+            # A process frozen by the v1 freezer acts on SIGKILL only once thawed.
+            try:
+                if self.frozen():
+                    self.thaw()
+            except CgroupError:
+                pass
             return
         self._signal_frozen(sig)
 
