@@ -28,6 +28,11 @@ def hierarchy_roots() -> list[str]:
     return roots
 
 
+def cat(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
 def leftovers(path: str) -> list[str]:
     """Directories of cgroup ``path`` (and below) that exist in any hierarchy."""
     found = []
@@ -56,7 +61,7 @@ def purge(path: str) -> None:
             _write(d + "/cgroup.freeze", "0")
             _write(d + "/cgroup.kill", "1")
             try:
-                pids = open(d + "/cgroup.procs").read().split()
+                pids = cat(d + "/cgroup.procs").split()
             except OSError:
                 pids = []
             for pid in pids:

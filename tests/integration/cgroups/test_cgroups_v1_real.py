@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from conftest import Spawn, cgroups_of, gone, leftovers, wait_gone
+from conftest import Spawn, cat, cgroups_of, gone, leftovers, wait_gone
 
 import hostjob.cgroups as cg
 from hostjob.errors import CgroupError
@@ -46,7 +46,7 @@ def counter(path: str) -> tuple[str, ...]:
 def read_count(path: str) -> int:
     for _ in range(100):
         try:
-            return int(open(path).read())
+            return int(cat(path))
         except (FileNotFoundError, ValueError):
             time.sleep(0.01)
     raise AssertionError(f"{path} never written")
@@ -248,7 +248,7 @@ def test_update_changes_limits_the_kernel_enforces(parent: str, spawn: Spawn) ->
     assert out.communicate(timeout=10)[0].strip() == b"forked"
     cpu = cg.detect().hierarchy("cpu")
     assert cpu is not None
-    quota = open(f"{cpu.mountpoint}{parent}/update/cpu.cfs_quota_us").read().strip()
+    quota = cat(f"{cpu.mountpoint}{parent}/update/cpu.cfs_quota_us").strip()
     assert quota == "50000"
     # A process holding 64 MiB: a 16 MiB limit cannot be met without swap.
     holder = spawn(
@@ -306,9 +306,9 @@ def test_hugetlb_limit_goes_to_the_unified_hierarchy(parent: str) -> None:
     m = cg.open_manager(f"{parent}/huge")
     m.create(res({"hugepageLimits": [{"pageSize": "2MB", "limit": 4 << 20}]}))
     leaf = f"{mounts.unified.mountpoint}{parent}/huge"
-    assert open(f"{leaf}/hugetlb.2MB.max").read().strip() == str(4 << 20)
+    assert cat(f"{leaf}/hugetlb.2MB.max").strip() == str(4 << 20)
     m.update(res({"hugepageLimits": [{"pageSize": "2MB", "limit": 2 << 20}]}))
-    assert open(f"{leaf}/hugetlb.2MB.max").read().strip() == str(2 << 20)
+    assert cat(f"{leaf}/hugetlb.2MB.max").strip() == str(2 << 20)
     m.destroy()
 
 

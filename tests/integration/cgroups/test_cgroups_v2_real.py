@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from conftest import Spawn, leftovers, wait_gone
+from conftest import Spawn, cat, leftovers, wait_gone
 
 import hostjob.cgroups as cg
 from hostjob.errors import MissingController
@@ -37,7 +37,7 @@ def manager(path: str) -> cg.Manager:
 
 def controllers() -> set[str]:
     assert UNIFIED is not None
-    return set(open(f"{UNIFIED.mountpoint}/cgroup.controllers").read().split())
+    return set(cat(f"{UNIFIED.mountpoint}/cgroup.controllers").split())
 
 
 def test_create_add_freeze_kill_destroy(parent: str, spawn: Spawn, tmp_path: object) -> None:
@@ -48,7 +48,7 @@ def test_create_add_freeze_kill_destroy(parent: str, spawn: Spawn, tmp_path: obj
     leaf = UNIFIED.mountpoint + path
     assert m.procs_files() == [leaf + "/cgroup.procs"]
     # Controllers the root has are enabled down to the job.
-    assert set(open(leaf + "/cgroup.controllers").read().split()) == controllers()
+    assert set(cat(leaf + "/cgroup.controllers").split()) == controllers()
     count = f"{tmp_path}/count"
     p = spawn(
         "sh",
@@ -58,18 +58,18 @@ def test_create_add_freeze_kill_destroy(parent: str, spawn: Spawn, tmp_path: obj
     )
     assert m.wait_empty(0.05) is False
     assert p.pid in m.pids()
-    assert "populated 1" in open(leaf + "/cgroup.events").read()
+    assert "populated 1" in cat(leaf + "/cgroup.events")
     time.sleep(0.2)
     m.freeze()
-    assert m.frozen() and "frozen 1" in open(leaf + "/cgroup.events").read()
+    assert m.frozen() and "frozen 1" in cat(leaf + "/cgroup.events")
     time.sleep(0.05)
-    stopped = open(count).read()
+    stopped = cat(count)
     time.sleep(0.4)
-    assert open(count).read() == stopped
+    assert cat(count) == stopped
     m.thaw()
     assert not m.frozen()
     time.sleep(0.3)
-    assert open(count).read() != stopped
+    assert cat(count) != stopped
     m.kill_all(signal.SIGTERM)  # freeze, signal each, thaw
     assert p.wait(5) == -signal.SIGTERM
     assert m.wait_empty(5)
@@ -106,11 +106,11 @@ def test_hugetlb_limits_and_stats(parent: str) -> None:
     m = manager(f"{parent}/huge")
     m.create(res({"hugepageLimits": [{"pageSize": "2MB", "limit": 6 << 20}]}))
     leaf = f"{UNIFIED.mountpoint}{parent}/huge"
-    assert open(leaf + "/hugetlb.2MB.max").read().strip() == str(6 << 20)
+    assert cat(leaf + "/hugetlb.2MB.max").strip() == str(6 << 20)
     if os.path.exists(leaf + "/hugetlb.2MB.rsvd.max"):
-        assert open(leaf + "/hugetlb.2MB.rsvd.max").read().strip() == str(6 << 20)
+        assert cat(leaf + "/hugetlb.2MB.rsvd.max").strip() == str(6 << 20)
     m.update(res({"unified": {"hugetlb.1GB.max": "0"}}))
-    assert open(leaf + "/hugetlb.1GB.max").read().strip() == "0"
+    assert cat(leaf + "/hugetlb.1GB.max").strip() == "0"
     s = m.stats()
     assert s["hugetlb"]["2MB"] == {"usage": 0, "max": 0, "failcnt": 0}
     assert s["cpu"]["usage"]["total"] == 0  # cpu.stat is core: it exists without the controller
