@@ -11,8 +11,11 @@ How the runtime uses a manager::
 
     cg = open_manager(resolve_path(cfg.cgroups_path, cid, systemd))
     cg.create(cfg.resources)     # mkdir in every hierarchy, limits applied
-    files = cg.procs_files()     # the child writes b"0" to each before exec
+    files = cg.procs_files()     # before fork: a plain list, no syscalls
+    # in the child, between fork and exec:
+    join(files)                  # writes b"0" to each: the init is in the job
     ...
+    cg.terminate(grace)          # the job ends: SIGTERM, SIGKILL after grace
     cg.destroy()                 # SIGKILL leftovers, rmdir everywhere
 
 See ``hostjob.cgroups._manager.Manager`` for the whole interface.
@@ -35,6 +38,7 @@ __all__ = [
     "Mounts",
     "detect",
     "expand_slice",
+    "join",
     "mounts_at",
     "open_manager",
     "parse_mountinfo",
@@ -284,6 +288,23 @@ def resolve_path(cgroups_path: str, container_id: str, systemd: bool = False) ->
     if cgroups_path.startswith("/"):
         return _clean(cgroups_path, what)
     return _clean(f"{CGROUP_PARENT}/{cgroups_path}", what)
+
+
+def join(procs_files: list[str]) -> None:
+    """Move the calling process into the job (``Manager.procs_files()``).
+
+    What the container's init runs between fork and exec: one open, write and
+    close per hierarchy, nothing else. Raises CgroupError naming the file.
+    """
+    for path in procs_files:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.write(fd, b"0")
+            finally:
+                os.close(fd)
+        except OSError as err:
+            raise CgroupError(f"cannot join cgroup: writing 0 to {path}: {err.strerror}") from None
 
 
 def open_manager(path: str, *, root: str | None = None, mounts: Mounts | None = None) -> Manager:

@@ -97,11 +97,7 @@ def spawn() -> Iterator[Spawn]:
 
     def start(*argv: str, join: list[str] | None = None, **kw: object) -> subprocess.Popen[bytes]:
         def enter() -> None:
-            # What the runtime's init does between fork and exec.
-            for path in join or ():
-                fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-                os.write(fd, b"0")
-                os.close(fd)
+            cg.join(join or [])  # what the runtime's init does between fork and exec
 
         p = subprocess.Popen(list(argv) or ["sleep", "60"], preexec_fn=enter, **kw)  # type: ignore[call-overload]
         procs.append(p)

@@ -93,3 +93,15 @@ def test_mkdir_reports_existing(tmp_path: Path) -> None:
     assert _fs.mkdir(str(tmp_path / "a")) is False
     with pytest.raises(FileNotFoundError):
         _fs.mkdir(str(tmp_path / "x" / "y"))
+
+
+def test_join_writes_zero_to_each_file(tmp_path: Path) -> None:
+    import hostjob.cgroups as cg
+
+    files = [str(tmp_path / f"procs{i}") for i in range(3)]
+    for f in files:
+        Path(f).write_text("")
+    cg.join(files)
+    assert [Path(f).read_text() for f in files] == ["0", "0", "0"]
+    with pytest.raises(CgroupError, match=r"cannot join cgroup: writing 0 to .*/nope: No such"):
+        cg.join([*files, str(tmp_path / "nope")])
