@@ -190,6 +190,11 @@ def test_pids_blkio_hugetlb(fake1: FakeCgroup1) -> None:
     assert fake1.read(fake1.path("hugetlb", PATH), "hugetlb.2MB.limit_in_bytes") == "2097152"
 
 
+def test_update_needs_the_cgroup(fake1: FakeCgroup1) -> None:
+    with pytest.raises(CgroupError, match=r"cgroup /hostjob/c1 does not exist"):
+        manager(fake1).update(res({"pids": {"limit": 3}}))
+
+
 def test_unified_is_refused_on_v1(fake1: FakeCgroup1) -> None:
     with pytest.raises(ConfigError, match=r"unified: cgroup v2 files cannot be set"):
         manager(fake1).create(res({"unified": {"memory.high": "1"}}))

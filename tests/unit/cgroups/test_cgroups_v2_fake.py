@@ -212,6 +212,8 @@ def test_bad_values_name_file_and_value_and_roll_back(fake2: FakeCgroup2) -> Non
 
 def test_failed_update_keeps_an_existing_cgroup(fake2: FakeCgroup2) -> None:
     m = manager(fake2)
+    with pytest.raises(CgroupError, match="does not exist"):
+        m.update(res({"pids": {"limit": 3}}))
     m.create()
     with pytest.raises(CgroupError):
         m.update(res({"unified": {"memory.max": "lots"}}))

@@ -108,6 +108,8 @@ class V1Manager(Manager):
             raise
 
     def update(self, resources: Resources) -> None:
+        if not self.exists():
+            raise CgroupError(f"cgroup {self.path} does not exist")
         available = set(self._by_controller)
         if resources.hugepage_limits and self._unified is not None:
             available |= _core2.controllers(self._unified)

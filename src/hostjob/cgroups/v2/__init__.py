@@ -48,6 +48,8 @@ class V2Manager(Manager):
             raise
 
     def update(self, resources: Resources) -> None:
+        if not self.exists():
+            raise CgroupError(f"cgroup {self._dir.path} does not exist")
         enabled = _core2.controllers(self._dir)
         self._check(resources, enabled)
         self._apply(resources)
