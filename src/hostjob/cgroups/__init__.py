@@ -1,126 +1,329 @@
-"""Basic cgroup placement (interim; the full v1/v2 package replaces this module).
+"""The job: one cgroup per container, on cgroup v1, hybrid and v2 hosts (SPEC §5).
 
-Every mounted hierarchy (v1 controllers, hybrid unified, or pure v2) gets the
-container's cgroup directory; the init joins them all before it execs.
+This module is imported by every runtime command, so it holds only what picks a
+manager: ``detect()`` (which hierarchies are mounted where, from
+``/proc/self/mountinfo``, parsed once per process), ``resolve_path()`` (the
+container's cgroup path from ``linux.cgroupsPath``) and ``open_manager()``. The
+managers themselves (``v1``, ``v2``) and their controller modules are imported
+only when a manager is opened.
+
+How the runtime uses a manager::
+
+    cg = open_manager(resolve_path(cfg.cgroups_path, cid, systemd))
+    cg.create(cfg.resources)     # mkdir in every hierarchy, limits applied
+    files = cg.procs_files()     # before fork: a plain list, no syscalls
+    # in the child, between fork and exec:
+    join(files)                  # writes b"0" to each: the init is in the job
+    ...
+    cg.terminate(grace)          # the job ends: SIGTERM, SIGKILL after grace
+    cg.destroy()                 # SIGKILL leftovers, rmdir everywhere
+
+See ``hostjob.cgroups._manager.Manager`` for the whole interface.
 """
 
 from __future__ import annotations
 
-import errno
 import os
-import time
 
-from hostjob.runtime.signals import sig
+from hostjob.errors import CgroupError, ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hostjob.spec.runtime import Resources
+    from hostjob.cgroups._manager import Manager
 
-_mounts: list[tuple[str, str, str]] | None = None  # (mount point, root, fstype)
+__all__ = [
+    "CGROUP_PARENT",
+    "Hierarchy",
+    "Manager",
+    "Mounts",
+    "detect",
+    "expand_slice",
+    "join",
+    "mounts_at",
+    "open_manager",
+    "parse_mountinfo",
+    "resolve_path",
+]
+
+# Parent of every container cgroup whose linux.cgroupsPath is empty or relative.
+CGROUP_PARENT = "/hostjob"
+# The unit prefix of a --systemd-cgroup container whose cgroupsPath is empty.
+SYSTEMD_PREFIX = "hostjob"
+
+# Superblock options of a v1 cgroup mount that are not controllers.
+_V1_FLAGS = frozenset(
+    ("rw", "ro", "xattr", "noprefix", "clone_children", "cpuset_v2_mode", "favordynmods")
+)
 
 
-def _hierarchies() -> list[tuple[str, str, str]]:
-    global _mounts
-    if _mounts is None:
-        found = []
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                fields = line.split()
-                sep = fields.index("-")
-                fstype = fields[sep + 1]
-                if fstype in ("cgroup", "cgroup2"):
-                    found.append((fields[4], fields[3], fstype))
-        _mounts = found
-    return _mounts
+class Hierarchy:
+    """One mounted cgroup hierarchy.
+
+    ``controllers``: the v1 controllers bound to it (``("cpu", "cpuacct")``, a named
+    hierarchy as ``("name=systemd",)``); empty for cgroup2, whose controllers are
+    listed in its ``cgroup.controllers``. ``root`` is the mount's root inside the
+    hierarchy (not ``/`` under a cgroup namespace or for a bind mount of a
+    sub-cgroup); cgroup paths are taken relative to the mount point, as runc does.
+    """
+
+    __slots__ = ("controllers", "mountpoint", "root", "version")
+
+    def __init__(
+        self, mountpoint: str, controllers: tuple[str, ...] = (), root: str = "/", version: int = 1
+    ) -> None:
+        self.mountpoint = mountpoint
+        self.controllers = controllers
+        self.root = root
+        self.version = version
+
+    def __repr__(self) -> str:
+        what = ",".join(self.controllers) if self.version == 1 else "cgroup2"
+        return f"Hierarchy({what} at {self.mountpoint}, root {self.root})"
 
 
-def resolve_path(cgroups_path: str, container_id: str, systemd: bool) -> str:
-    if not cgroups_path:
-        return f"/hostjob/{container_id}"
-    if cgroups_path.startswith("/"):
-        return os.path.normpath(cgroups_path)
-    return os.path.normpath(f"/hostjob/{cgroups_path}")
+class Mounts:
+    """What ``detect()`` found: ``version`` 2 (unified), 1 (v1 or hybrid) or 0 (none)."""
+
+    __slots__ = ("hierarchies", "unified", "version")
+
+    def __init__(self, hierarchies: list[Hierarchy], unified: Hierarchy | None) -> None:
+        self.hierarchies = hierarchies
+        self.unified = unified
+        if any(not c.startswith("name=") for h in hierarchies for c in h.controllers):
+            self.version = 1
+        else:
+            self.version = 2 if unified is not None else 0
+
+    def hierarchy(self, controller: str) -> Hierarchy | None:
+        """The v1 hierarchy a controller is bound to."""
+        for h in self.hierarchies:
+            if controller in h.controllers:
+                return h
+        return None
+
+    def __repr__(self) -> str:
+        return f"Mounts(v{self.version}, {self.hierarchies!r}, unified={self.unified!r})"
 
 
-class Manager:
-    __slots__ = ("dirs", "path", "version")
+def _unescape(field: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo.
+    if "\\" not in field:
+        return field
+    out = []
+    i = 0
+    while i < len(field):
+        code = field[i + 1 : i + 4]
+        if field[i] == "\\" and len(code) == 3 and code.isdigit():
+            out.append(chr(int(code, 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        mounts = _hierarchies()
-        self.version = 2 if all(t == "cgroup2" for _m, _r, t in mounts) else 1
-        self.dirs = [m + path for m, _r, _t in mounts]
 
-    def create(self, resources: Resources | None = None) -> None:
-        for d in self.dirs:
-            os.makedirs(d, exist_ok=True)
-        for d in self.dirs:
-            if os.path.exists(os.path.join(d, "cpuset.cpus")):
-                self._init_cpuset(d)
+def parse_mountinfo(text: str) -> Mounts:
+    """The cgroup hierarchies in a ``/proc/<pid>/mountinfo`` text.
 
-    @staticmethod
-    def _init_cpuset(d: str) -> None:
-        chain = []
-        cur = d
-        while os.path.exists(os.path.join(cur, "cpuset.cpus")):
-            chain.append(cur)
-            cur = os.path.dirname(cur)
-        for c in reversed(chain):
-            for name in ("cpuset.cpus", "cpuset.mems"):
-                path = os.path.join(c, name)
-                with open(path) as f:
-                    if f.read().strip():
-                        continue
-                with open(os.path.join(os.path.dirname(c), name)) as f:
-                    value = f.read().strip()
-                with open(path, "w") as f:
-                    f.write(value)
+    A hierarchy mounted twice (bind mounts) is taken once, preferring a mount of its
+    root; the cgroup2 mount at ``/sys/fs/cgroup`` (v2) or ``/sys/fs/cgroup/unified``
+    (hybrid) wins over others.
+    """
+    v1: dict[tuple[str, ...], Hierarchy] = {}
+    unified: Hierarchy | None = None
+    for line in text.splitlines():
+        head, sep, tail = line.partition(" - ")
+        if not sep:
+            continue
+        after = tail.split(" ")
+        if len(after) < 3 or after[0] not in ("cgroup", "cgroup2"):
+            continue
+        fields = head.split(" ")
+        if len(fields) < 5:
+            continue
+        root, mountpoint = _unescape(fields[3]), _unescape(fields[4])
+        if after[0] == "cgroup2":
+            h = Hierarchy(mountpoint, (), root, 2)
+            if unified is None or _better_unified(h, unified):
+                unified = h
+            continue
+        controllers = tuple(
+            sorted(
+                opt
+                for opt in after[2].split(",")
+                if opt not in _V1_FLAGS and ("=" not in opt or opt.startswith("name="))
+            )
+        )
+        if not controllers:
+            continue
+        known = v1.get(controllers)
+        if known is None or (known.root != "/" and root == "/"):
+            v1[controllers] = Hierarchy(mountpoint, controllers, root, 1)
+    return Mounts(list(v1.values()), unified)
 
-    def procs_files(self) -> list[str]:
-        return [os.path.join(d, "cgroup.procs") for d in self.dirs]
 
-    def add(self, pid: int) -> None:
-        for p in self.procs_files():
-            with open(p, "w") as f:
-                f.write(str(pid))
+def _better_unified(new: Hierarchy, old: Hierarchy) -> bool:
+    rank = {"/sys/fs/cgroup": 0, "/sys/fs/cgroup/unified": 1}
 
-    def exists(self) -> bool:
-        return any(os.path.isdir(d) for d in self.dirs)
+    def key(h: Hierarchy) -> tuple[int, int]:
+        return (rank.get(h.mountpoint, 2), 0 if h.root == "/" else 1)
 
-    def pids(self) -> list[int]:
+    return key(new) < key(old)
+
+
+_detected: Mounts | None = None
+
+
+def detect() -> Mounts:
+    """This process's cgroup mounts (parsed once per process)."""
+    global _detected
+    if _detected is None:
         try:
-            with open(os.path.join(self.dirs[0], "cgroup.procs")) as f:
-                return sorted(int(x) for x in f.read().split())
-        except OSError:
-            return []
+            with open("/proc/self/mountinfo", "rb") as f:
+                text = f.read().decode("utf-8", "surrogateescape")
+        except OSError as err:
+            raise CgroupError(f"cannot read /proc/self/mountinfo: {err.strerror}") from None
+        _detected = parse_mountinfo(text)
+    return _detected
 
-    def frozen(self) -> bool:
-        return False
 
-    def kill_all(self, sig: int = sig.SIGKILL) -> None:
-        for pid in self.pids():
+def mounts_at(root: str) -> Mounts:
+    """Mounts for a directory laid out like ``/sys/fs/cgroup`` (tests, fake trees).
+
+    A directory with ``cgroup.controllers`` is a cgroup2 root; otherwise each
+    subdirectory is a v1 hierarchy named by its controllers (``cpu,cpuacct``,
+    ``memory``, ``systemd`` for ``name=systemd``) and ``unified`` a hybrid cgroup2.
+    Symlinks (``cpu -> cpu,cpuacct``) are skipped.
+    """
+    root = root.rstrip("/") or "/"
+    if os.path.exists(os.path.join(root, "cgroup.controllers")):
+        return Mounts([], Hierarchy(root, (), "/", 2))
+    hierarchies: list[Hierarchy] = []
+    unified: Hierarchy | None = None
+    with os.scandir(root) as it:
+        for entry in sorted(it, key=lambda e: e.name):
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            if os.path.exists(os.path.join(entry.path, "cgroup.controllers")):
+                unified = Hierarchy(entry.path, (), "/", 2)
+                continue
+            names = entry.name.split(",")
+            if entry.name == "systemd":
+                names = ["name=systemd"]
+            hierarchies.append(Hierarchy(entry.path, tuple(sorted(names)), "/", 1))
+    return Mounts(hierarchies, unified)
+
+
+def __getattr__(name: str) -> object:
+    # The Manager base class lives with the managers; importing it here would cost
+    # every runtime command a module.
+    if name == "Manager":
+        from hostjob.cgroups._manager import Manager
+
+        return Manager
+    raise AttributeError(f"module 'hostjob.cgroups' has no attribute {name!r}")
+
+
+# --- paths ---------------------------------------------------------------------------------
+
+
+def _clean(path: str, what: str) -> str:
+    parts = [p for p in path.split("/") if p and p != "."]
+    if ".." in parts:
+        raise ConfigError(f"cgroup path {path!r} must not contain '..'", what)
+    if not parts:
+        raise ConfigError(
+            f"cgroup path {path!r} is the root cgroup; a job needs its own cgroup", what
+        )
+    return "/" + "/".join(parts)
+
+
+def expand_slice(slice_name: str) -> str:
+    """``a-b-c.slice`` -> ``/a.slice/a-b.slice/a-b-c.slice``, as systemd nests slices."""
+    suffix = ".slice"
+    if not slice_name.endswith(suffix) or len(slice_name) == len(suffix) or "/" in slice_name:
+        raise ConfigError(f"invalid systemd slice name {slice_name!r}", "linux.cgroupsPath")
+    stem = slice_name[: -len(suffix)]
+    if stem == "-":
+        return "/"
+    path = ""
+    prefix = ""
+    for component in stem.split("-"):
+        if not component:  # "a--b.slice", "-a.slice", "a-.slice"
+            raise ConfigError(f"invalid systemd slice name {slice_name!r}", "linux.cgroupsPath")
+        path += f"/{prefix}{component}{suffix}"
+        prefix += component + "-"
+    return path
+
+
+def resolve_path(cgroups_path: str, container_id: str, systemd: bool = False) -> str:
+    """The container's cgroup path inside each hierarchy (always absolute, normalised).
+
+    Empty -> ``/hostjob/<id>``; relative -> ``/hostjob/<relative>``; absolute -> as
+    given. With ``systemd`` (``--systemd-cgroup``) the runc form ``slice:prefix:name``
+    maps to ``<slice path>/<prefix>-<name>.scope`` on cgroupfs (an empty slice is
+    ``system.slice``; a name ending in ``.slice`` is used as is).
+    """
+    what = "linux.cgroupsPath"
+    if systemd:
+        if cgroups_path:
+            parts = cgroups_path.split(":")
+            if len(parts) != 3:
+                raise ConfigError(
+                    f'expected "slice:prefix:name" for a systemd cgroup, got {cgroups_path!r}',
+                    what,
+                )
+            slice_name, prefix, name = parts
+        else:
+            slice_name, prefix, name = "", SYSTEMD_PREFIX, container_id
+        if not name or "/" in name or "/" in prefix:
+            raise ConfigError(f"invalid systemd unit in {cgroups_path!r}", what)
+        if name.endswith(".slice"):
+            unit = name
+        else:
+            unit = f"{prefix}-{name}.scope" if prefix else f"{name}.scope"
+        return _clean(expand_slice(slice_name or "system.slice") + "/" + unit, what)
+    if not cgroups_path:
+        return _clean(f"{CGROUP_PARENT}/{container_id}", what)
+    if cgroups_path.startswith("/"):
+        return _clean(cgroups_path, what)
+    return _clean(f"{CGROUP_PARENT}/{cgroups_path}", what)
+
+
+def join(procs_files: list[str]) -> None:
+    """Move the calling process into the job (``Manager.procs_files()``).
+
+    What the container's init runs between fork and exec: one open, write and
+    close per hierarchy, nothing else. Raises CgroupError naming the file.
+    """
+    for path in procs_files:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-
-    def destroy(self) -> None:
-        deadline = time.monotonic() + 5
-        while self.pids() and time.monotonic() < deadline:
-            self.kill_all(sig.SIGKILL)
-            time.sleep(0.005)
-        for d in self.dirs:
-            for _ in range(200):
-                try:
-                    os.rmdir(d)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError as err:
-                    if err.errno != errno.EBUSY:
-                        raise
-                    time.sleep(0.005)
+                os.write(fd, b"0")
+            finally:
+                os.close(fd)
+        except OSError as err:
+            raise CgroupError(f"cannot join cgroup: writing 0 to {path}: {err.strerror}") from None
 
 
-def open_manager(path: str, *, root: str | None = None) -> Manager:
-    return Manager(path)
+def open_manager(path: str, *, root: str | None = None, mounts: Mounts | None = None) -> Manager:
+    """The manager of cgroup ``path`` (from ``resolve_path``) on this host.
+
+    ``root`` points it at another tree laid out like ``/sys/fs/cgroup`` or at a
+    cgroup2 mount (e.g. ``/sys/fs/cgroup/unified`` on a hybrid host); ``mounts``
+    gives the hierarchies outright. No filesystem access happens here beyond
+    ``detect()``'s one read of mountinfo (or ``mounts_at``'s scan of ``root``).
+    """
+    path = _clean(path, "cgroup path")
+    if mounts is None:
+        mounts = mounts_at(root) if root is not None else detect()
+    if mounts.version == 2 and mounts.unified is not None:
+        from hostjob.cgroups.v2 import V2Manager
+
+        return V2Manager(path, mounts.unified.mountpoint)
+    if mounts.version == 1:
+        from hostjob.cgroups.v1 import V1Manager
+
+        return V1Manager(path, mounts)
+    raise CgroupError("no cgroup filesystem is mounted (looked in /proc/self/mountinfo)")
