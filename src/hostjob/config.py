@@ -269,6 +269,13 @@ def to_job_config(spec: wire.Spec, bundle: str, container_id: str) -> JobConfig:
         )
     mount_point, bind_rootfs = _mount_point(spec, annotations, container_id, rootfs, mount_mode)
     linux = spec.linux or wire.Linux()
+    resources = linux.resources
+    windows = spec.windows
+    if windows is not None and windows.resources is not None:
+        from hostjob.cgroups.windows import from_windows
+
+        mapped = from_windows(windows.resources, os.cpu_count() or 1, writable_layer_device(rootfs))
+        resources = merge_resources(resources, mapped)
     return JobConfig(
         oci_version=spec.oci_version or wire.OCI_VERSION,
         bundle=bundle,
@@ -281,11 +288,61 @@ def to_job_config(spec: wire.Spec, bundle: str, container_id: str) -> JobConfig:
         process=process_config(spec.process, "process"),
         hooks=_hooks(spec.hooks),
         cgroups_path=linux.cgroups_path or "",
-        resources=linux.resources,
+        resources=resources,
         annotations=annotations,
         inherit_user=_truthy(annotations.get(ANNOTATION_INHERIT_USER))
         or _truthy(annotations.get(HCS_INHERIT_USER)),
     )
+
+
+def merge_resources(base: wire.Resources | None, overrides: wire.Resources) -> wire.Resources:
+    """``linux.resources`` with what ``windows.resources`` asks laid over it."""
+    merged = wire.Resources.decode(base.to_json()) if base is not None else wire.Resources()
+    for _key, attr, _decode in wire.Resources.FIELDS:
+        value = getattr(overrides, attr)
+        if value is None:
+            continue
+        current = getattr(merged, attr)
+        if isinstance(value, Model) and isinstance(current, Model):
+            for _k, field, _d in value.FIELDS:
+                if getattr(value, field) is not None:
+                    setattr(current, field, getattr(value, field))
+        else:
+            setattr(merged, attr, value)
+    return merged
+
+
+def writable_layer_device(rootfs: str) -> tuple[int, int] | None:
+    """(major, minor) of the block device that holds the container's writable layer:
+    an overlay's upper directory, or the rootfs itself; None when it is on no block
+    device (tmpfs, a missing path)."""
+    path = rootfs
+    try:
+        mount = _mount_of(rootfs)
+        if mount is not None and mount[0] == "overlay":
+            for option in mount[1].split(","):
+                if option.startswith("upperdir="):
+                    path = option[len("upperdir=") :]
+        device = os.stat(path).st_dev
+    except OSError:
+        return None
+    if os.major(device) == 0:
+        return None
+    return os.major(device), os.minor(device)
+
+
+def _mount_of(path: str) -> tuple[str, str] | None:
+    """(fstype, super options) of the mount holding ``path``."""
+    best: tuple[int, str, str] | None = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            head, _, tail = line.partition(" - ")
+            point = head.split(" ")[4]
+            inside = path == point or path.startswith(point.rstrip("/") + "/")
+            if inside and (best is None or len(point) >= best[0]):
+                fstype, _source, options = [*tail.split(" "), "", ""][:3]
+                best = (len(point), fstype, options.strip())
+    return (best[1], best[2]) if best is not None else None
 
 
 def _truthy(value: str | None) -> bool:

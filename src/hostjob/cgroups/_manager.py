@@ -119,23 +119,31 @@ def mkdir_p(
     each ancestor this call had to make.
     """
     full = mountpoint + path
-    try:
+    made: list[str] = []
+    for attempt in range(3):
         try:
-            return [full] if _fs.mkdir(full) else []
+            try:
+                return [full] if _fs.mkdir(full) else []
+            except FileNotFoundError:
+                pass
+            current = mountpoint
+            parts = path.strip("/").split("/")
+            for i, part in enumerate(parts):
+                current = f"{current}/{part}"
+                if _fs.mkdir(current):
+                    made.append(current)
+                    if new_parent is not None and i < len(parts) - 1:
+                        new_parent(current)
+            return made
         except FileNotFoundError:
-            pass
-        made: list[str] = []
-        current = mountpoint
-        parts = path.strip("/").split("/")
-        for i, part in enumerate(parts):
-            current = f"{current}/{part}"
-            if _fs.mkdir(current):
-                made.append(current)
-                if new_parent is not None and i < len(parts) - 1:
-                    new_parent(current)
-        return made
-    except OSError as err:
-        raise CgroupError(f"cannot create cgroup {full}: {err.strerror}") from None
+            # A deleting container removed an empty shared parent under our feet.
+            if attempt == 2:
+                raise CgroupError(
+                    f"cannot create cgroup {full}: its parent keeps vanishing"
+                ) from None
+        except OSError as err:
+            raise CgroupError(f"cannot create cgroup {full}: {err.strerror}") from None
+    return made
 
 
 def rmdirs(paths: list[str]) -> None:
@@ -317,6 +325,25 @@ class Manager:
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
         self.close()
+
+    def remove_empty_parents(self, top: str) -> None:
+        """rmdir this cgroup's ancestors up to and including ``top`` (the runtime's
+        shared parent, /hostjob) where they are now empty, so that no empty cgroup is
+        left behind; one that another container still uses stays (EBUSY)."""
+        if not self.path.startswith(top.rstrip("/") + "/"):
+            return
+        parents = []
+        parent = os.path.dirname(self.path)
+        while len(parent) >= len(top):
+            parents.append(parent)
+            parent = os.path.dirname(parent)
+        for d in self._dirs:
+            mount = d.path[: len(d.path) - len(self.path)]
+            for ancestor in parents:
+                try:
+                    _fs.rmdir(mount + ancestor)
+                except OSError:
+                    break
 
     def wait_oom(self, timeout: float) -> int | None:
         """OOM kills since the previous call (the first call counts from now).

@@ -385,9 +385,11 @@ class Container:
         manager = cgroups.open_manager(job.cgroups_path)
         if record.pid:
             proc.signal_process(record.pid, record.start_time, sig.SIGKILL)
-        end_job(manager, grace)
+        if grace > 0:
+            manager.terminate(grace)  # the job outlived its init: TERM, then KILL
         faults.point("delete:after-kill")
         manager.destroy()
+        manager.remove_empty_parents(cgroups.CGROUP_PARENT)
         faults.point("delete:after-cgroup")
         entries = record.undo
         if job.mount_mode == "bind" and entries:
@@ -440,16 +442,6 @@ class Container:
         from hostjob.runtime.execute import ExecOptions, exec_process
 
         return exec_process(self, process, options or ExecOptions())
-
-
-def end_job(manager: cgroups.Manager, grace: float) -> None:
-    """The init has exited: the job's other processes get SIGTERM, then SIGKILL."""
-    if grace > 0 and manager.pids():
-        manager.kill_all(sig.SIGTERM)
-        deadline = time.monotonic() + grace
-        while manager.pids() and time.monotonic() < deadline:
-            time.sleep(0.02)
-    manager.kill_all(sig.SIGKILL)
 
 
 def _listen_fds() -> int:

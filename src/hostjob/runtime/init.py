@@ -18,6 +18,7 @@ import os
 import resource
 import time
 
+from hostjob import cgroups
 from hostjob.errors import HostjobError, StartError
 from hostjob.runtime import resolve
 from hostjob.runtime.proc import exit_code
@@ -155,12 +156,7 @@ def _child_main(setup: ChildSetup, report_fd: int) -> None:
     _close_fds_except(keep)
 
     # The job first: every later step, and every process the program starts, is in it.
-    for procs in setup.procs_files:
-        fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)
-        try:
-            os.write(fd, b"0")
-        finally:
-            os.close(fd)
+    cgroups.join(setup.procs_files)
 
     os.setsid()
     if plan.terminal:

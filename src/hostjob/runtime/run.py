@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from hostjob.runtime import proc
-from hostjob.runtime.container import Container, CreateOptions, end_job, stop_grace
+from hostjob.runtime.container import Container, CreateOptions, stop_grace
 from hostjob.runtime.foreground import TerminalPair, ignore_signals, reap_orphans, wait_attached
 
 TYPE_CHECKING = False
@@ -73,7 +73,7 @@ def run(
     finally:
         if master >= 0:
             os.close(master)
-    end_job(container.cgroup(), stop_grace())
+    container.cgroup().terminate(stop_grace())  # the rest of the job: TERM, then KILL
     reap_orphans()
     if not keep:
         container.delete(force=True)

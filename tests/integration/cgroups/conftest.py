@@ -108,6 +108,9 @@ def spawn() -> Iterator[Spawn]:
         if p.poll() is None:
             p.kill()
         p.wait()
+        for stream in (p.stdin, p.stdout, p.stderr):
+            if stream is not None:
+                stream.close()
 
 
 def gone(pid: int) -> bool:

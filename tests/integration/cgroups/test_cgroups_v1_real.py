@@ -11,9 +11,9 @@ import sys
 import time
 
 import pytest
-from conftest import Spawn, cat, cgroups_of, gone, leftovers, wait_gone
 
 import hostjob.cgroups as cg
+from conftest import Spawn, cat, cgroups_of, gone, leftovers, wait_gone
 from hostjob.errors import CgroupError
 from hostjob.spec.runtime import Resources
 

@@ -13,9 +13,9 @@ import sys
 import time
 
 import pytest
-from conftest import Spawn, cat, leftovers, wait_gone
 
 import hostjob.cgroups as cg
+from conftest import Spawn, cat, leftovers, wait_gone
 from hostjob.errors import MissingController
 from hostjob.spec.runtime import Resources
 

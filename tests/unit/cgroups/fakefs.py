@@ -97,9 +97,11 @@ class _Fake:
         if not self.owns(path) or not os.path.isdir(path):
             _real_rmdir(path)
             return
-        if any(e.is_dir() for e in os.scandir(path)) or self.live_pids(path):
+        with os.scandir(path) as it:
+            entries = list(it)
+        if any(e.is_dir() for e in entries) or self.live_pids(path):
             raise _ebusy()
-        for entry in os.scandir(path):
+        for entry in entries:
             os.unlink(entry.path)
         _real_rmdir(path)
 

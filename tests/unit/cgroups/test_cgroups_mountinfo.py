@@ -1,7 +1,5 @@
 """detect(): which hierarchies are mounted where, from mountinfo text."""
 
-# ruff: noqa: E501 - mountinfo lines are quoted as the kernel prints them
-
 from __future__ import annotations
 
 from pathlib import Path
