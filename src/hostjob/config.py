@@ -606,3 +606,61 @@ def exec_process(
         for name in ("bounding", "effective", "inheritable", "permitted", "ambient"):
             process.capabilities[name] = [*process.capabilities.get(name, []), *capabilities]
     return process
+
+
+# --- update ------------------------------------------------------------------------------
+
+
+def load_resources(path: str) -> wire.Resources:
+    """``update --resources FILE`` (``-`` for stdin): a runtime-spec LinuxResources."""
+    data = read_json("/dev/stdin" if path == "-" else path, "resources JSON")
+    resources: wire.Resources = wire.Resources.decode(data, "resources")
+    return resources
+
+
+def resources_from_values(
+    *,
+    memory: int | None = None,
+    memory_reservation: int | None = None,
+    memory_swap: int | None = None,
+    kernel_memory: int | None = None,
+    kernel_memory_tcp: int | None = None,
+    cpu_shares: int | None = None,
+    cpu_quota: int | None = None,
+    cpu_period: int | None = None,
+    cpu_rt_runtime: int | None = None,
+    cpu_rt_period: int | None = None,
+    cpuset_cpus: str | None = None,
+    cpuset_mems: str | None = None,
+    cpu_idle: int | None = None,
+    blkio_weight: int | None = None,
+    pids_limit: int | None = None,
+) -> wire.Resources:
+    """runc's single-value ``update`` flags (and ``hostjob run``'s) as LinuxResources."""
+    out = wire.Resources()
+    mem = wire.Memory(
+        limit=memory,
+        reservation=memory_reservation,
+        swap=memory_swap,
+        kernel=kernel_memory,
+        kernel_tcp=kernel_memory_tcp,
+    )
+    if mem.to_json():
+        out.memory = mem
+    cpu = wire.CPU(
+        shares=cpu_shares,
+        quota=cpu_quota,
+        period=cpu_period,
+        realtime_runtime=cpu_rt_runtime,
+        realtime_period=cpu_rt_period,
+        cpus=cpuset_cpus,
+        mems=cpuset_mems,
+        idle=cpu_idle,
+    )
+    if cpu.to_json():
+        out.cpu = cpu
+    if blkio_weight is not None:
+        out.block_io = wire.BlockIO(weight=blkio_weight)
+    if pids_limit is not None:
+        out.pids = wire.Pids(limit=pids_limit)
+    return out

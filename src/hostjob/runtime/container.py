@@ -435,6 +435,48 @@ class Container:
                     return True
         return False
 
+    # --- the job: pause, resume, ps, update, stats ----------------------------------------
+
+    def pause(self) -> None:
+        """Freeze every process of the job."""
+        with self.store.lock(self.id):
+            self.reload()
+            status.require_pause(self.id, self.status)
+            self.cgroup().freeze()
+
+    def resume(self) -> None:
+        """Thaw a paused job."""
+        with self.store.lock(self.id):
+            self.reload()
+            status.require_resume(self.id, self.status)
+            self.cgroup().thaw()
+
+    def pids(self) -> list[int]:
+        """Every process of the job (the init, its children, execs, daemons)."""
+        if self.record is None:
+            return []
+        return self.cgroup().pids()
+
+    def update(self, resources: wire.Resources) -> None:
+        """Change the job's limits live; they are kept in the container's record."""
+        from hostjob.config import merge_resources
+
+        with self.store.lock(self.id):
+            self.reload()
+            status.require_signal(self.id, self.status)
+            record = self.record
+            assert record is not None
+            merged = merge_resources(record.config.resources, resources)
+            self.cgroup().update(merged)
+            record.config.resources = merged
+            self.store.write(record)
+
+    def stats(self) -> dict[str, Any]:
+        """The job's accounting, in runc's ``events --stats`` shape."""
+        if self.record is None or (self.status == Status.STOPPED and not self.cgroup().exists()):
+            raise ContainerNotRunning(self.id)
+        return self.cgroup().stats()
+
     # --- exec -----------------------------------------------------------------------------
 
     def exec(self, process: ProcessConfig, options: ExecOptions | None = None) -> int:

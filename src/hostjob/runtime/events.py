@@ -1,0 +1,113 @@
+"""The job's accounting over time: ``events`` (runc's JSON lines) and ``stats``
+(a summary an operator reads: CPU %, memory and its peak, processes, IO, OOM
+kills, uptime)."""
+
+from __future__ import annotations
+
+import select
+import time
+
+from hostjob.errors import ContainerNotFound
+from hostjob.runtime.status import Status
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
+
+    from hostjob.runtime.container import Container
+
+# Limits at or above this mean "none" (v1 reports ~2**63, v2 "max").
+_UNLIMITED = 1 << 62
+
+
+def events(
+    container: Container, interval: float, *, once: bool = False
+) -> Iterator[dict[str, Any]]:
+    """``{"type": "stats"|"oom", "id", "data"}`` events until the container stops."""
+    if once:
+        yield {"type": "stats", "id": container.id, "data": container.stats()}
+        return
+    manager = container.cgroup()
+    watcher = manager.oom_watcher()
+    poller = select.poll()
+    poller.register(watcher.fileno(), select.POLLIN | select.POLLPRI)
+    try:
+        next_stats = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if now >= next_stats:
+                if _ended(container):
+                    return
+                yield {"type": "stats", "id": container.id, "data": manager.stats()}
+                next_stats = now + max(interval, 0.05)
+            if poller.poll(max(0, int((next_stats - time.monotonic()) * 1000))):
+                kills = watcher.wait(0)
+                if kills is None:
+                    return  # the cgroup is gone
+                for _ in range(kills):
+                    yield {"type": "oom", "id": container.id}
+    finally:
+        watcher.close()
+
+
+def _ended(container: Container) -> bool:
+    try:
+        container.reload()
+    except ContainerNotFound:
+        return True
+    return container.status == Status.STOPPED and not container.pids()
+
+
+def summary(container: Container, interval: float) -> dict[str, Any]:
+    """The figures ``hostjob stats`` shows; CPU % is measured over ``interval`` seconds."""
+    first = container.stats()
+    started = time.monotonic()
+    cpu_percent = None
+    last = first
+    if interval > 0:
+        time.sleep(interval)
+        last = container.stats()
+        elapsed = time.monotonic() - started
+        used = last["cpu"]["usage"]["total"] - first["cpu"]["usage"]["total"]
+        cpu_percent = max(0.0, used / 1e9 / elapsed * 100)
+    memory = last["memory"]["usage"]
+    pids = last["pids"]
+    io = {"read": 0, "write": 0}
+    for entry in last["blkio"]["ioServiceBytesRecursive"]:
+        op = str(entry.get("op", "")).lower()
+        if op in io:
+            io[op] += int(entry.get("value", 0))
+    return {
+        "id": container.id,
+        "status": container.status,
+        "cpuPercent": cpu_percent,
+        "cpuSeconds": last["cpu"]["usage"]["total"] / 1e9,
+        "memory": {
+            "usage": memory["usage"],
+            "limit": memory["limit"] if 0 < memory["limit"] < _UNLIMITED else None,
+            "peak": memory["max"] or None,
+        },
+        "pids": {
+            "current": pids["current"],
+            "limit": pids["limit"] if 0 < pids["limit"] < _UNLIMITED else None,
+        },
+        "io": io,
+        "oomKills": last.get("oom_kill", 0),
+        "uptimeSeconds": max(0.0, time.time() - _epoch(container.state().created or "")),
+    }
+
+
+def _epoch(stamp: str) -> float:
+    """Seconds since the epoch of an RFC 3339 UTC time such as 2026-11-30T08:48:42.9Z."""
+    import calendar
+
+    try:
+        date, _, clock = stamp.rstrip("Z").partition("T")
+        year, month, day = (int(x) for x in date.split("-"))
+        hms, _, fraction = clock.partition(".")
+        hour, minute, second = (int(x) for x in hms.split(":"))
+    except ValueError:
+        return time.time()
+    whole = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
+    return whole + (float("0." + fraction) if fraction.isdigit() else 0.0)
