@@ -40,8 +40,8 @@ def common_args(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument(
         "--runtimes",
-        default="runc,crun",
-        help="comma-separated runtimes to compare: runc, crun, hostjob (default: runc,crun)",
+        default="runc,crun,hostjob",
+        help="comma-separated runtimes to compare: runc, crun, hostjob (default: runc,crun,hostjob)",
     )
     p.add_argument(
         "--hostjob",

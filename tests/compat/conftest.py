@@ -4,7 +4,7 @@ cannot be installed or started).
 Fixtures (see harness.py for the classes):
 
 * ``runtime`` — a ``harness.Runtime``; every test that takes it runs once per runtime named in
-  ``COMPAT_RUNTIMES`` (default ``runc,crun``; ``hostjob`` takes its binary from ``HOSTJOB_BIN``,
+  ``COMPAT_RUNTIMES`` (default ``runc,crun,hostjob``; ``hostjob`` takes its binary from ``HOSTJOB_BIN``,
   else the ``hostjob`` beside the test interpreter, else a wrapper running
   ``<interpreter> -m hostjob`` on ``src/``).
 * ``test_image`` — ``image.OCIImage``: the busybox image as an oci-archive (session, cached).

@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[2]
 INSTALL = REPO / "scripts" / "install"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CTR_NAMESPACE = "test"
-DEFAULT_RUNTIMES = "runc,crun"
+DEFAULT_RUNTIMES = "runc,crun,hostjob"
 
 
 class HarnessError(Exception):
@@ -391,7 +391,7 @@ class Runtime:
 
 
 def selected_runtime_names(spec: str | None = None) -> list[str]:
-    """``COMPAT_RUNTIMES`` (comma separated; default ``runc,crun``)."""
+    """``COMPAT_RUNTIMES`` (comma separated; default ``runc,crun,hostjob``)."""
     raw = spec if spec is not None else os.environ.get("COMPAT_RUNTIMES", DEFAULT_RUNTIMES)
     names = [n.strip() for n in raw.split(",") if n.strip()]
     for n in names:
