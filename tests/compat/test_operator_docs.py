@@ -1,0 +1,94 @@
+"""The client configuration snippets of docs/operators.md, exercised with the real clients."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from tests.helpers import REPO
+
+from . import harness
+from .image import OCIImage
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    Podman = harness.Podman
+
+DOC = REPO / "docs" / "operators.md"
+DOC_BINARY = "/usr/local/bin/hostjob"
+
+
+def snippet(name: str) -> str:
+    """The fenced block that follows ``<!-- snippet: name -->`` in the operators' guide."""
+    text = DOC.read_text()
+    match = re.search(rf"<!-- snippet: {re.escape(name)} -->\n```[a-z]*\n(.*?)```", text, re.S)
+    assert match, f"snippet {name!r} missing from {DOC}"
+    return match.group(1)
+
+
+def hostjob_binary(compat_workdir: Path) -> str:
+    return str(harness.make_runtime("hostjob", compat_workdir).client_path)
+
+
+def test_containerd_parses_the_runtime_entry(tmp_path: Path, compat_workdir: Path) -> None:
+    harness.ensure_peer("containerd", ["containerd"])
+    binary = hostjob_binary(compat_workdir)
+    config = tmp_path / "config.toml"
+    config.write_text(snippet("containerd-config").replace(DOC_BINARY, binary))
+    dump = subprocess.run(
+        ["containerd", "--config", str(config), "config", "dump"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert dump.returncode == 0, dump.stderr
+    section = dump.stdout.split(
+        '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.hostjob]', 1
+    )
+    assert len(section) == 2, "containerd dropped the hostjob runtime entry"
+    entry = section[1].split("\n\n[plugins", 1)[0]
+    assert 'runtime_type = "io.containerd.runc.v2"' in entry
+    assert f'BinaryName = "{binary}"' in dump.stdout
+    assert '"io.hostjob.*"' in entry
+
+
+def test_runtimeclass_and_pod_name_the_handler() -> None:
+    runtime_class = snippet("runtimeclass")
+    pod = snippet("pod")
+    handler = re.search(r"^handler: (\S+)", runtime_class, re.M)
+    assert handler and handler.group(1) == "hostjob"
+    assert "containerd.runtimes.hostjob]" in snippet("containerd-config")
+    assert re.search(r"^\s+runtimeClassName: hostjob$", pod, re.M)
+    assert re.search(r"^\s+hostNetwork: true$", pod, re.M) and re.search(
+        r"^\s+hostPID: true$", pod, re.M
+    )
+
+
+def test_podman_runs_hostjob_by_name(
+    podman: Podman, test_image: OCIImage, tmp_path: Path, compat_workdir: Path
+) -> None:
+    binary = hostjob_binary(compat_workdir)
+    conf = Path(podman.env["CONTAINERS_CONF"]).read_text()
+    head, _, rest = conf.partition("[engine.runtimes]")
+    tail = rest[rest.index("\n[", 1) :] if "\n[" in rest[1:] else ""
+    documented = snippet("containers-conf").replace(DOC_BINARY, binary)
+    custom = tmp_path / "containers.conf"
+    custom.write_text(head + documented + tail)
+    env = dict(podman.env, CONTAINERS_CONF=str(custom))
+    name = podman.new_name("by-name")
+    cidfile = tmp_path / "cid"
+    result = harness.run(
+        [*podman.base_args(), "--runtime", "hostjob", "run", "--rm", "--cidfile", str(cidfile), "--name", name, test_image.ref,
+         "sh", "-c", 'echo "sandbox=$CONTAINER_SANDBOX_MOUNT_POINT"'],
+        env=env,
+        timeout=90,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    line = result.stdout.strip().splitlines()[-1]
+    assert line.startswith("sandbox=/") and line != "sandbox=/", result.stdout
+    harness.wait_for(
+        lambda: not podman.leftovers(name, harness.make_runtime("hostjob", compat_workdir)),
+        5.0,
+        0.1,
+    )
