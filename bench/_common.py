@@ -41,7 +41,7 @@ def common_args(description: str) -> argparse.ArgumentParser:
     p.add_argument(
         "--runtimes",
         default="runc,crun,hostjob",
-        help="comma-separated runtimes to compare: runc, crun, hostjob (default: runc,crun,hostjob)",
+        help="comma-separated runtimes to compare (default: runc,crun,hostjob)",
     )
     p.add_argument(
         "--hostjob",
