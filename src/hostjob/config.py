@@ -15,11 +15,11 @@ import resource
 from hostjob import jsonio, log
 from hostjob.errors import ConfigError
 from hostjob.runtime import caps
-from hostjob.spec import runtime as wire
 from hostjob.spec._decode import (
     Model,
     boolean,
     integer,
+    json_object,
     list_of,
     map_of,
     model,
@@ -31,6 +31,11 @@ from hostjob.spec._decode import (
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from hostjob.spec import runtime as wire
+
+# hostjob.spec.runtime (the wire models) is imported by the functions that convert:
+# commands that only read a container's record never need it.
 
 MOUNT_MODES = ("host", "bind")
 DEFAULT_BIND_MOUNT_POINT = "/hpc"
@@ -180,7 +185,7 @@ class JobConfig(Model):
         "oci_version",
         "process",
         "readonly",
-        "resources",
+        "resources_json",
         "rootfs",
         "volumes",
     )
@@ -195,7 +200,7 @@ class JobConfig(Model):
     process: ProcessConfig
     hooks: dict[str, list[Hook]]
     cgroups_path: str
-    resources: wire.Resources | None
+    resources_json: dict[str, Any] | None  # linux.resources, decoded by resources()
     annotations: dict[str, str]
     inherit_user: bool
     FIELDS = (
@@ -210,13 +215,22 @@ class JobConfig(Model):
         ("process", "process", model(ProcessConfig)),
         ("hooks", "hooks", map_of(list_of(model(Hook)))),
         ("cgroupsPath", "cgroups_path", string),
-        ("resources", "resources", model(wire.Resources)),
+        ("resources", "resources_json", json_object),
         ("annotations", "annotations", string_map),
         ("inheritUser", "inherit_user", boolean),
     )
 
     def hooks_for(self, point: str) -> list[Hook]:
         return (self.hooks or {}).get(point) or []
+
+    def resources(self) -> wire.Resources | None:
+        """The job's limits (linux.resources, with windows.resources mapped in)."""
+        if self.resources_json is None:
+            return None
+        from hostjob.spec import runtime as wire
+
+        resources: wire.Resources = wire.Resources.decode(self.resources_json, "resources")
+        return resources
 
 
 # --- loading ------------------------------------------------------------------------------
@@ -238,6 +252,8 @@ def read_json(path: str, what: str) -> object:
 
 
 def load_spec(bundle: str) -> wire.Spec:
+    from hostjob.spec import runtime as wire
+
     spec: wire.Spec = wire.Spec.decode(
         read_json(os.path.join(bundle, "config.json"), "config.json")
     )
@@ -253,6 +269,8 @@ def load_bundle(bundle: str, container_id: str) -> JobConfig:
 
 
 def to_job_config(spec: wire.Spec, bundle: str, container_id: str) -> JobConfig:
+    from hostjob.spec import runtime as wire
+
     _refuse_unsupported(spec)
     _warn_ignored(spec)
     annotations = dict(spec.annotations or {})
@@ -288,7 +306,7 @@ def to_job_config(spec: wire.Spec, bundle: str, container_id: str) -> JobConfig:
         process=process_config(spec.process, "process"),
         hooks=_hooks(spec.hooks),
         cgroups_path=linux.cgroups_path or "",
-        resources=resources,
+        resources_json=resources.to_json() if resources is not None else None,
         annotations=annotations,
         inherit_user=_truthy(annotations.get(ANNOTATION_INHERIT_USER))
         or _truthy(annotations.get(HCS_INHERIT_USER)),
@@ -297,6 +315,8 @@ def to_job_config(spec: wire.Spec, bundle: str, container_id: str) -> JobConfig:
 
 def merge_resources(base: wire.Resources | None, overrides: wire.Resources) -> wire.Resources:
     """``linux.resources`` with what ``windows.resources`` asks laid over it."""
+    from hostjob.spec import runtime as wire
+
     merged = wire.Resources.decode(base.to_json()) if base is not None else wire.Resources()
     for _key, attr, _decode in wire.Resources.FIELDS:
         value = getattr(overrides, attr)
@@ -456,6 +476,8 @@ def _volumes(mounts: list[wire.Mount], bundle: str) -> list[Volume]:
 
 
 def _hooks(hooks: wire.Hooks | None) -> dict[str, list[Hook]]:
+    from hostjob.spec import runtime as wire
+
     table: dict[str, list[Hook]] = {}
     if hooks is None:
         return table
@@ -484,6 +506,8 @@ def _hooks(hooks: wire.Hooks | None) -> dict[str, list[Hook]]:
 
 def process_config(process: wire.Process, path: str) -> ProcessConfig:
     """Convert a runtime-spec ``process`` (config.json's or ``exec --process``'s)."""
+    from hostjob.spec import runtime as wire
+
     if not process.args:
         raise ConfigError("args must name the program to run", f"{path}.args")
     for i, entry in enumerate(process.env or []):
@@ -558,6 +582,8 @@ def rlimit_value(value: int) -> int:
 
 def load_process(path: str) -> ProcessConfig:
     """``exec --process FILE`` (``-`` for stdin): a runtime-spec ``process`` object."""
+    from hostjob.spec import runtime as wire
+
     data = read_json("/dev/stdin" if path == "-" else path, "process JSON")
     return process_config(wire.Process.decode(data, "process"), "process")
 
@@ -613,6 +639,8 @@ def exec_process(
 
 def load_resources(path: str) -> wire.Resources:
     """``update --resources FILE`` (``-`` for stdin): a runtime-spec LinuxResources."""
+    from hostjob.spec import runtime as wire
+
     data = read_json("/dev/stdin" if path == "-" else path, "resources JSON")
     resources: wire.Resources = wire.Resources.decode(data, "resources")
     return resources
@@ -637,6 +665,8 @@ def resources_from_values(
     pids_limit: int | None = None,
 ) -> wire.Resources:
     """runc's single-value ``update`` flags (and ``hostjob run``'s) as LinuxResources."""
+    from hostjob.spec import runtime as wire
+
     out = wire.Resources()
     mem = wire.Memory(
         limit=memory,

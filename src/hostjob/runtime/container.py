@@ -37,7 +37,6 @@ from hostjob.runtime.store import (
     validate_id,
     write_pid_file,
 )
-from hostjob.spec import runtime as wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
     from hostjob.config import JobConfig, ProcessConfig
     from hostjob.runtime.execute import ExecOptions
     from hostjob.runtime.init import Child
+    from hostjob.spec import runtime as wire
 
 # How long a detached job's other processes get between SIGTERM and SIGKILL once
 # its init has exited (SPEC §5), unless HOSTJOB_STOP_GRACE says otherwise.
@@ -149,6 +149,8 @@ class Container:
 
     def state(self) -> wire.State:
         """The runtime-spec state, in runc's shape."""
+        from hostjob.spec import runtime as wire
+
         current = self.status
         record = self.record
         job = record.config if record is not None else None
@@ -238,7 +240,7 @@ class Container:
             store.write(record)
             faults.point("create:after-state-dir")
             manager = cgroups.open_manager(job.cgroups_path)
-            manager.create(job.resources)
+            manager.create(job.resources())
             faults.point("create:after-cgroup")
             container._prepare_rootfs()
             faults.point("create:after-mount")
@@ -389,7 +391,12 @@ class Container:
             manager.terminate(grace)  # the job outlived its init: TERM, then KILL
         faults.point("delete:after-kill")
         manager.destroy()
-        manager.remove_empty_parents(cgroups.CGROUP_PARENT)
+        top = cgroups.CGROUP_PARENT
+        if job.cgroups_path.endswith(".scope"):
+            # A --systemd-cgroup path mapped onto cgroupfs: without systemd, its slices
+            # exist because hostjob made them.
+            top = "/" + job.cgroups_path.strip("/").split("/")[0]
+        manager.remove_empty_parents(top)
         faults.point("delete:after-cgroup")
         entries = record.undo
         if job.mount_mode == "bind" and entries:
@@ -466,9 +473,9 @@ class Container:
             status.require_signal(self.id, self.status)
             record = self.record
             assert record is not None
-            merged = merge_resources(record.config.resources, resources)
+            merged = merge_resources(record.config.resources(), resources)
             self.cgroup().update(merged)
-            record.config.resources = merged
+            record.config.resources_json = merged.to_json()
             self.store.write(record)
 
     def stats(self) -> dict[str, Any]:
