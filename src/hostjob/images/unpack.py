@@ -502,7 +502,10 @@ class _Extractor:
                 continue
             raw = value.encode("utf-8", "surrogateescape")
             try:
-                os.setxattr(target, name, raw, follow_symlinks=False)
+                if type(target) is int:
+                    os.setxattr(target, name, raw)
+                else:
+                    os.setxattr(target, name, raw, follow_symlinks=False)
             except OSError as err:
                 if lenient and err.errno in (errno.EPERM, errno.ENOTSUP):
                     continue
@@ -587,9 +590,11 @@ def extract(
     except EOFError as err:
         raise UnpackError(f"tar stream is truncated: {err or 'unexpected end'}") from None
     except OSError as err:
+        if err.errno is None:  # gzip.BadGzipFile and friends: a decompressor's complaint
+            raise UnpackError(f"corrupt {compression} stream: {err}") from None
         raise UnpackError(f"cannot unpack: {err}") from None
     except Exception as err:  # decompressor errors: zlib.error, ZstdError, isal errors
-        raise UnpackError(f"corrupt {compression} stream: {err}") from None
+        raise UnpackError(f"cannot unpack {compression} layer: {err}") from None
     finally:
         extractor.close()
         os.close(root_fd)
