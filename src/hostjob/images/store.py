@@ -514,8 +514,7 @@ class Store:
     def register_container(self, container_id: str, image: ResolvedImage | str) -> None:
         """Record that a container uses an image's layers; prune keeps them until
         ``unregister_container``."""
-        if not container_id or "/" in container_id or container_id in (".", ".."):
-            raise InvalidArgument(f"invalid container ID {container_id!r}")
+        _check_container_id(container_id)
         resolved = image if isinstance(image, ResolvedImage) else self.resolve(image)
         record = {
             "image": resolved.name,
@@ -528,8 +527,7 @@ class Store:
             _write_json(self._path("containers", f"{container_id}.json"), record)
 
     def unregister_container(self, container_id: str) -> None:
-        if not container_id or "/" in container_id or container_id in (".", ".."):
-            raise InvalidArgument(f"invalid container ID {container_id!r}")
+        _check_container_id(container_id)
         try:
             os.unlink(self._path("containers", f"{container_id}.json"))
         except FileNotFoundError:
@@ -550,6 +548,57 @@ class Store:
             except (OSError, ValueError):
                 continue
         return out
+
+    def rw_dir(self, container_id: str) -> str:
+        """Where a container's upper and work dirs live by default: ``rw/<id>``."""
+        _check_container_id(container_id)
+        return self._path("rw", container_id)
+
+    def mount_container(
+        self,
+        container_id: str,
+        image: ResolvedImage | str,
+        target: str,
+        *,
+        rw_dir: str | None = None,
+        volatile: bool = True,
+    ) -> dict[str, Any]:
+        """Register the container's use of ``image`` and mount its overlay at ``target``.
+
+        A fresh upper/work pair is made in ``rw_dir`` (default ``rw_dir(id)``).
+        Returns ``{target, upper, work, method, image, manifest}``. Undo with
+        ``unmount_container``; it is idempotent, so it also cleans up after a crash.
+        """
+        from hostjob.images.overlay import ContainerRootfs
+
+        with self.gc_shared():
+            resolved = image if isinstance(image, ResolvedImage) else self.resolve(image)
+            self.register_container(container_id, resolved)
+            rootfs = ContainerRootfs(
+                resolved.layer_dirs, rw_dir or self.rw_dir(container_id), target
+            )
+            try:
+                method = rootfs.mount(volatile=volatile)
+            except BaseException:
+                self.unregister_container(container_id)
+                raise
+        return {
+            "target": rootfs.target,
+            "upper": rootfs.upper,
+            "work": rootfs.work,
+            "method": method,
+            "image": resolved.name,
+            "manifest": resolved.manifest_digest,
+        }
+
+    def unmount_container(
+        self, container_id: str, target: str, *, rw_dir: str | None = None
+    ) -> None:
+        """Unmount the container's overlay, remove its upper/work dirs, unregister it."""
+        from hostjob.images.overlay import ContainerRootfs
+
+        ContainerRootfs([], rw_dir or self.rw_dir(container_id), target).unmount()
+        self.unregister_container(container_id)
 
     # --- removing ---------------------------------------------------------------------
 
@@ -798,6 +847,17 @@ class Store:
 
 
 # --- helpers --------------------------------------------------------------------------
+
+
+def _check_container_id(container_id: str) -> None:
+    if (
+        not container_id
+        or "/" in container_id
+        or "\0" in container_id
+        or container_id in (".", "..")
+        or len(container_id) > 1024
+    ):
+        raise InvalidArgument(f"invalid container ID {container_id!r}")
 
 
 def _canonical_name(name: str) -> str:
