@@ -24,7 +24,10 @@ import time
 
 def make_layer(path: str, total_mb: int, files: int, seed: int = 1) -> int:
     rng = random.Random(seed)
-    words = [bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(500)]
+    words = [
+        bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9)))
+        for _ in range(500)
+    ]
     per_file = total_mb * 1024 * 1024 // files
     with tarfile.open(path, "w:gz", compresslevel=6, format=tarfile.PAX_FORMAT) as tf:
         for d in range(files // 100 + 1):
@@ -102,17 +105,23 @@ def main() -> None:
     try:
         layer = os.path.join(work, "layer.tar.gz")
         entries = make_layer(layer, args.mb, args.files)
-        raw = subprocess.run(["sh", "-c", f"gzip -dc {layer} | wc -c"], capture_output=True, text=True, check=True)
+        raw = subprocess.run(
+            ["sh", "-c", f"gzip -dc {layer} | wc -c"], capture_output=True, text=True, check=True
+        )
         tar_bytes = int(raw.stdout)
         mb = tar_bytes / 1e6
-        print(f"layer: {os.path.getsize(layer) / 1e6:.1f} MB gzip, {mb:.1f} MB tar, {entries} entries")
+        print(
+            f"layer: {os.path.getsize(layer) / 1e6:.1f} MB gzip, {mb:.1f} MB tar, {entries} entries"
+        )
         results: dict[str, float] = {}
         for _ in range(2):  # interleaved, so that neither side gets the quieter disk
             for name, fn in candidates(layer).items():
                 results[name] = min(results.get(name, float("inf")), timed(fn, args.rounds, work))
         base = results["tar -xzf"]
         for name, seconds in results.items():
-            print(f"{name:24} {seconds:7.3f} s  {mb / seconds:7.1f} MB/s  {base / seconds:5.2f}x tar")
+            print(
+                f"{name:24} {seconds:7.3f} s  {mb / seconds:7.1f} MB/s  {base / seconds:5.2f}x tar"
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     sys.stdout.flush()

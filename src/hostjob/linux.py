@@ -114,7 +114,9 @@ def fsopen(fsname: str, flags: int = FSOPEN_CLOEXEC) -> int:
     return _check(_syscall(SYS_FSOPEN, _b(fsname), flags), fsname)
 
 
-def fsconfig(fd: int, cmd: int, key: str | None = None, value: str | None = None, aux: int = 0) -> None:
+def fsconfig(
+    fd: int, cmd: int, key: str | None = None, value: str | None = None, aux: int = 0
+) -> None:
     """fsconfig(2): set one parameter (or ``FSCONFIG_CMD_CREATE``) of a context."""
     _check(_syscall(SYS_FSCONFIG, fd, cmd, _b(key), _b(value), aux), key or "")
 
@@ -124,13 +126,9 @@ def fsmount(fd: int, flags: int = FSMOUNT_CLOEXEC, attr_flags: int = 0) -> int:
     return _check(_syscall(SYS_FSMOUNT, fd, flags, attr_flags))
 
 
-def move_mount(
-    from_dfd: int, from_path: str, to_dfd: int, to_path: str, flags: int = 0
-) -> None:
+def move_mount(from_dfd: int, from_path: str, to_dfd: int, to_path: str, flags: int = 0) -> None:
     """move_mount(2): attach a detached mount (``from_path=""`` + F_EMPTY_PATH) at a path."""
-    _check(
-        _syscall(SYS_MOVE_MOUNT, from_dfd, _b(from_path), to_dfd, _b(to_path), flags), to_path
-    )
+    _check(_syscall(SYS_MOVE_MOUNT, from_dfd, _b(from_path), to_dfd, _b(to_path), flags), to_path)
 
 
 def fs_context_messages(fd: int) -> list[str]:

@@ -81,7 +81,9 @@ def _mount(
             return "fsconfig"
         except _Unsupported:
             if method == "fsconfig":
-                raise _Failed("the new mount API with lowerdir+ is not supported", errno.ENOSYS) from None
+                raise _Failed(
+                    "the new mount API with lowerdir+ is not supported", errno.ENOSYS
+                ) from None
     options = f"upperdir={_escape(upper)},workdir={_escape(work)}"
     if volatile:
         options += ",volatile"
@@ -90,7 +92,9 @@ def _mount(
         try:
             linux.mount("overlay", target, "overlay", 0, data)
         except OSError as err:
-            raise _Failed(f"cannot mount overlay at {target}: {err.strerror}", err.errno) from None
+            raise _Failed(
+                f"cannot mount overlay at {target}: {err.strerror}", err.errno or 0
+            ) from None
         return "mount"
     _mount_shortnames(lowers, upper, work, target, volatile)
     return "shortnames"
@@ -100,15 +104,13 @@ class _Unsupported(Exception):
     pass
 
 
-def _mount_fsconfig(
-    lowers: list[str], upper: str, work: str, target: str, volatile: bool
-) -> None:
+def _mount_fsconfig(lowers: list[str], upper: str, work: str, target: str, volatile: bool) -> None:
     try:
         fs = linux.fsopen("overlay")
     except OSError as err:
         if err.errno in (errno.ENOSYS, errno.EPERM, errno.ENODEV):
             raise _Unsupported from None
-        raise _Failed(f"fsopen(overlay): {err.strerror}", err.errno) from None
+        raise _Failed(f"fsopen(overlay): {err.strerror}", err.errno or 0) from None
     try:
         try:
             linux.fsconfig(fs, linux.FSCONFIG_SET_STRING, "source", "hostjob")
@@ -116,7 +118,7 @@ def _mount_fsconfig(
         except OSError as err:
             if err.errno == errno.EINVAL:  # no lowerdir+ before Linux 6.8
                 raise _Unsupported from None
-            raise _Failed(_context_error(fs, "lowerdir+", err), err.errno) from None
+            raise _Failed(_context_error(fs, "lowerdir+", err), err.errno or 0) from None
         try:
             for lower in lowers[1:]:
                 linux.fsconfig(fs, linux.FSCONFIG_SET_STRING, "lowerdir+", lower)
@@ -127,11 +129,13 @@ def _mount_fsconfig(
             linux.fsconfig(fs, linux.FSCONFIG_CMD_CREATE)
             mnt = linux.fsmount(fs)
         except OSError as err:
-            raise _Failed(_context_error(fs, "overlay", err), err.errno) from None
+            raise _Failed(_context_error(fs, "overlay", err), err.errno or 0) from None
         try:
             linux.move_mount(mnt, "", linux.AT_FDCWD, target, linux.MOVE_MOUNT_F_EMPTY_PATH)
         except OSError as err:
-            raise _Failed(f"cannot attach overlay at {target}: {err.strerror}", err.errno) from None
+            raise _Failed(
+                f"cannot attach overlay at {target}: {err.strerror}", err.errno or 0
+            ) from None
         finally:
             os.close(mnt)
     finally:
@@ -233,7 +237,9 @@ class ContainerRootfs:
             os.mkdir(empty, 0o755)
             layers = [empty]
         try:
-            return mount_overlay(layers, self.upper, self.work, self.target, volatile=volatile, method=method)
+            return mount_overlay(
+                layers, self.upper, self.work, self.target, volatile=volatile, method=method
+            )
         except BaseException:
             shutil.rmtree(self.rw_dir, ignore_errors=True)
             raise

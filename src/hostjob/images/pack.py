@@ -100,7 +100,9 @@ def write_layer(
     if not os.path.isdir(src_dir):
         raise InvalidArgument(f"{src_dir}: not a directory")
     compressed = _HashWriter(dest)
-    with gzip.GzipFile(filename="", mode="wb", fileobj=compressed, mtime=0, compresslevel=compresslevel) as gz:  # type: ignore[arg-type]
+    with gzip.GzipFile(
+        filename="", mode="wb", fileobj=compressed, mtime=0, compresslevel=compresslevel
+    ) as gz:
         plain = _HashWriter(gz)
         with tarfile.open(fileobj=plain, mode="w|", format=tarfile.PAX_FORMAT) as tf:  # type: ignore[call-overload]
             for rel in _walk(src_dir):
@@ -181,7 +183,7 @@ class _Base:
             self.source.copy_blob(desc, writer)
             return
         try:
-            f = open(self.store.blob_path(desc.digest), "rb")
+            f = open(self.store.blob_path(desc.digest), "rb")  # noqa: SIM115
         except FileNotFoundError:
             raise ImageError(f"base layer blob {desc.digest} is not in the store") from None
         with f:
@@ -259,7 +261,12 @@ class _Layout:
         if tag is not None:
             entry["annotations"] = {spec.ANNOTATION_REF_NAME: tag}
         manifests.append(entry)
-        manifests.sort(key=lambda d: ((d.get("annotations") or {}).get(spec.ANNOTATION_REF_NAME, ""), d["digest"]))
+        manifests.sort(
+            key=lambda d: (
+                (d.get("annotations") or {}).get(spec.ANNOTATION_REF_NAME, ""),
+                d["digest"],
+            )
+        )
         index_json = {"schemaVersion": 2, "mediaType": spec.OCI_INDEX, "manifests": manifests}
         _atomic_write(index_path, spec.canonical_json(index_json))
 
@@ -306,7 +313,9 @@ def pack(
     base_image = _Base(base, store_root) if base else None
     try:
         layout = _Layout(layout_dir)
-        fd, tmp = tempfile.mkstemp(prefix=".layer-", dir=os.path.join(layout_dir, "blobs", "sha256"))
+        fd, tmp = tempfile.mkstemp(
+            prefix=".layer-", dir=os.path.join(layout_dir, "blobs", "sha256")
+        )
         try:
             with os.fdopen(fd, "wb") as f:
                 digest, diff_id, size = write_layer(src_dir, f, mtime=epoch, keep_owner=keep_owner)
@@ -355,7 +364,11 @@ def pack(
         manifest = {
             "schemaVersion": 2,
             "mediaType": spec.OCI_MANIFEST,
-            "config": {"mediaType": spec.OCI_CONFIG, "digest": config_digest, "size": len(config_raw)},
+            "config": {
+                "mediaType": spec.OCI_CONFIG,
+                "digest": config_digest,
+                "size": len(config_raw),
+            },
             "layers": [d.to_json() for d in layers],
         }
         manifest_raw = spec.canonical_json(manifest)
@@ -444,7 +457,10 @@ def _build_config(
     config["rootfs"] = rootfs
     config["history"] = [
         *(config.get("history") or []),
-        {"created": created, "created_by": f"hostjob pack {os.path.basename(os.path.abspath(src_dir))}"},
+        {
+            "created": created,
+            "created_by": f"hostjob pack {os.path.basename(os.path.abspath(src_dir))}",
+        },
     ]
     config["created"] = created
     return config
@@ -469,7 +485,10 @@ def _write_archive(layout_dir: str, dest: str, epoch: int) -> None:
     folder = os.path.dirname(os.path.abspath(dest)) or "."
     fd, tmp = tempfile.mkstemp(prefix=".tmp-archive-", dir=folder)
     try:
-        with os.fdopen(fd, "wb") as f, tarfile.open(fileobj=f, mode="w|", format=tarfile.PAX_FORMAT) as tf:  # type: ignore[call-overload]
+        with (
+            os.fdopen(fd, "wb") as f,
+            tarfile.open(fileobj=f, mode="w|", format=tarfile.PAX_FORMAT) as tf,
+        ):
             for rel in _walk(layout_dir):
                 path = os.path.join(layout_dir, rel)
                 st = os.lstat(path)

@@ -102,7 +102,11 @@ def choose(manifests: list[Descriptor], wanted: Platform) -> Descriptor:
     if found is None:
         have = sorted(
             {
-                str(Platform(d.platform.os or "?", d.platform.architecture or "?", d.platform.variant))
+                str(
+                    Platform(
+                        d.platform.os or "?", d.platform.architecture or "?", d.platform.variant
+                    )
+                )
                 for d in manifests
                 if d.platform is not None
             }

@@ -151,14 +151,14 @@ class RichRenderer:
 
     def __call__(self, event: Event) -> None:
         with self.lock:
-            if event.kind in (RESOLVING, RESOLVED) or (event.kind == DONE and ":" not in event.item):
+            if event.kind in (RESOLVING, RESOLVED) or (
+                event.kind == DONE and ":" not in event.item
+            ):
                 self.progress.console.print(f"{event.kind} {short(event.item)}")
                 return
             task = self.tasks.get(event.item)
             if task is None:
-                task = self.progress.add_task(
-                    event.kind, item=short(event.item), total=event.total
-                )
+                task = self.progress.add_task(event.kind, item=short(event.item), total=event.total)
                 self.tasks[event.item] = task
             completed = event.current
             if event.kind in (CACHED, DONE) and event.total is not None:

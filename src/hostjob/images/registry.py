@@ -25,7 +25,13 @@ import json
 import os
 import time
 
-from hostjob.errors import DigestMismatch, HostjobError, ImageNotFound, RegistryError
+from hostjob.errors import (
+    DigestMismatch,
+    HostjobError,
+    ImageError,
+    ImageNotFound,
+    RegistryError,
+)
 from hostjob.spec import image as spec
 
 TYPE_CHECKING = False
@@ -121,9 +127,7 @@ def config_paths() -> list[str]:
         paths.append(os.environ["REGISTRY_AUTH_FILE"])
     if os.environ.get("XDG_RUNTIME_DIR"):
         paths.append(os.path.join(os.environ["XDG_RUNTIME_DIR"], "containers", "auth.json"))
-    docker_dir = os.environ.get("DOCKER_CONFIG") or os.path.join(
-        os.path.expanduser("~"), ".docker"
-    )
+    docker_dir = os.environ.get("DOCKER_CONFIG") or os.path.join(os.path.expanduser("~"), ".docker")
     paths.append(os.path.join(docker_dir, "config.json"))
     return paths
 
@@ -150,7 +154,9 @@ def load_auths(path: str) -> dict[str, tuple[str, str]]:
             try:
                 decoded = base64.b64decode(encoded, validate=False).decode()
             except (ValueError, UnicodeDecodeError):
-                raise RegistryError(f"{path}: auths.{key}.auth is not base64 of user:pass") from None
+                raise RegistryError(
+                    f"{path}: auths.{key}.auth is not base64 of user:pass"
+                ) from None
             user, sep, password = decoded.partition(":")
             if not sep:
                 raise RegistryError(f"{path}: auths.{key}.auth is not base64 of user:pass")
@@ -159,9 +165,7 @@ def load_auths(path: str) -> dict[str, tuple[str, str]]:
     return out
 
 
-def find_credentials(
-    domain: str, docker_config: str | None = None
-) -> tuple[str, str] | None:
+def find_credentials(domain: str, docker_config: str | None = None) -> tuple[str, str] | None:
     """Credentials for a registry domain (``docker.io``, ``host:5000``) from config files."""
     keys = [domain]
     if domain in DOCKER_HUB_KEYS:
@@ -185,7 +189,7 @@ def _basic(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
-def _registry_error(response: httpx.Response, what: str) -> RegistryError:
+def _registry_error(response: httpx.Response, what: str) -> ImageError:
     """The registry's own error message (``{"errors":[{code, message}]}``) if it sent one."""
     detail = ""
     try:
@@ -258,7 +262,7 @@ class RegistryClient:
     def _auth_header(self, scope: str) -> str | None:
         token = self.scope_tokens.get(scope)
         if token is not None:
-            for (_realm, _service, tscope), (value, expires) in self.tokens.items():
+            for value, expires in self.tokens.values():
                 if value == token and expires > time.monotonic():
                     return f"Bearer {token}"
             self.scope_tokens.pop(scope, None)
@@ -295,7 +299,9 @@ class RegistryClient:
             return cached[0]
         import httpx
 
-        params = [("service", service)] if service else []
+        params: list[tuple[str, str | int | float | bool | None]] = []
+        if service:
+            params.append(("service", service))
         for item in scope.split(" "):
             if item:
                 params.append(("scope", item))
@@ -318,7 +324,9 @@ class RegistryClient:
         if type(token) is not str or not token:
             raise RegistryError(f"token server {realm} sent no token")
         expires_in = body.get("expires_in")
-        lifetime = float(expires_in) if type(expires_in) in (int, float) and expires_in > 0 else 60.0
+        lifetime = (
+            float(expires_in) if type(expires_in) in (int, float) and expires_in > 0 else 60.0
+        )
         self.tokens[key] = (token, time.monotonic() + max(lifetime - 5.0, 1.0))
         return token
 
@@ -352,7 +360,10 @@ class RegistryClient:
                     response = self.client.send(request, stream=stream)
                 except httpx.TransportError as err:
                     raise RegistryError(f"{self.host}: {err or type(err).__name__}") from err
-                if response.status_code in (301, 302, 303, 307, 308) and "location" in response.headers:
+                if (
+                    response.status_code in (301, 302, 303, 307, 308)
+                    and "location" in response.headers
+                ):
                     response.close()
                     new_url = response.url.join(response.headers["location"])
                     if (new_url.scheme, new_url.host, new_url.port) != (
@@ -382,7 +393,11 @@ class RegistryClient:
         """``(bytes, media type, digest)`` of a manifest or index, by tag or digest."""
         scope = f"repository:{repo}:pull"
         response = self._send(
-            "GET", f"/v2/{repo}/manifests/{reference}", scope, {"Accept": MANIFEST_ACCEPT}, stream=True
+            "GET",
+            f"/v2/{repo}/manifests/{reference}",
+            scope,
+            {"Accept": MANIFEST_ACCEPT},
+            stream=True,
         )
         try:
             if response.status_code != 200:
@@ -450,7 +465,9 @@ class RegistryClient:
                     elif status != 200:
                         response.read()
                         raise _registry_error(response, what)
-                    for chunk in response.iter_raw():  # no chunk_size: it would buffer, and lose, bytes
+                    for (
+                        chunk
+                    ) in response.iter_raw():  # no chunk_size: it would buffer, and lose, bytes
                         writer.write(chunk)
                 finally:
                     response.close()
@@ -625,7 +642,9 @@ def push(
                 assert desc is not None and desc.digest is not None
                 with open(store.blob_path(desc.digest), "rb") as f:
                     client.push_blob(target.repository, desc.digest, f.read())
-        return client.push_manifest(target.repository, target.reference, raw, media_type or spec.OCI_MANIFEST)
+        return client.push_manifest(
+            target.repository, target.reference, raw, media_type or spec.OCI_MANIFEST
+        )
 
 
 class _Buffer:

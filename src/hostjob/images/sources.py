@@ -100,12 +100,12 @@ class TarFiles:
 
     def __init__(self, path: str) -> None:
         try:
-            self.f: BinaryIO = open(path, "rb")
+            self.f: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
         except OSError as err:
             raise ImageNotFound(f"{path}: {err.strerror}") from None
         self.path = path
         try:
-            tf = tarfile.open(fileobj=self.f, mode="r:")
+            tf = tarfile.open(fileobj=self.f, mode="r:")  # noqa: SIM115 - an index only
             self.members = {_norm(m.name): m for m in tf.getmembers()}
         except (tarfile.TarError, EOFError) as err:
             self.f.close()
@@ -151,7 +151,6 @@ class TarFiles:
 def _norm(name: str) -> str:
     out = posixpath.normpath("/" + name).lstrip("/")
     return out
-
 
 
 def _copy(src: _Slice | BinaryIO, writer: Writer) -> None:
@@ -214,7 +213,10 @@ class LayoutSource:
         if ref.tag:
             for desc in manifests:
                 ann = desc.annotations or {}
-                if ref.tag in (ann.get(spec.ANNOTATION_REF_NAME), ann.get(spec.ANNOTATION_CONTAINERD_NAME)):
+                if ref.tag in (
+                    ann.get(spec.ANNOTATION_REF_NAME),
+                    ann.get(spec.ANNOTATION_CONTAINERD_NAME),
+                ):
                     self.name_hint = _name_from_annotations(ann, ref)
                     return desc
             raise ImageNotFound(f"{ref.path}: no image tagged {ref.tag!r}")

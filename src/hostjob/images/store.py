@@ -175,7 +175,9 @@ class ResolvedImage:
         return self.config_digest
 
     def __repr__(self) -> str:
-        return f"ResolvedImage({self.name!r}, {self.manifest_digest!r}, {len(self.layer_dirs)} layers)"
+        return (
+            f"ResolvedImage({self.name!r}, {self.manifest_digest!r}, {len(self.layer_dirs)} layers)"
+        )
 
 
 class Store:
@@ -331,7 +333,7 @@ class Store:
                 _write_json(os.path.join(tmp, "layer.json"), meta)
 
             try:
-                blob = open(self.blob_path(blob_digest), "rb")
+                blob = open(self.blob_path(blob_digest), "rb")  # noqa: SIM115
             except FileNotFoundError:
                 raise ImageNotFound(f"layer blob {blob_digest} is not in the store") from None
             with blob:
@@ -653,9 +655,11 @@ class Store:
                 if manifest.config is not None and manifest.config.digest:
                     keep_blobs.add(manifest.config.digest)
                     try:
-                        keep_layers.update(self.config(manifest.config.digest).rootfs.diff_ids or [])  # type: ignore[union-attr]
-                    except (ImageError, AttributeError):
-                        pass
+                        rootfs = self.config(manifest.config.digest).rootfs
+                    except ImageError:
+                        rootfs = None
+                    if rootfs is not None:
+                        keep_layers.update(rootfs.diff_ids or [])
                 keep_blobs.update(layer.digest for layer in manifest.layers or [] if layer.digest)
             for algorithm in _listdir(self._path("blobs")):
                 folder = self._path("blobs", algorithm)
@@ -839,7 +843,7 @@ class Store:
                 one(layer, diff_id)
             return
         with ThreadPoolExecutor(max_workers=min(PULL_WORKERS, len(layers))) as pool:
-            futures = [pool.submit(one, l, d) for l, d in zip(layers, diff_ids, strict=True)]
+            futures = [pool.submit(one, x, d) for x, d in zip(layers, diff_ids, strict=True)]
             errors = [f.exception() for f in futures]
         for err in errors:
             if err is not None:

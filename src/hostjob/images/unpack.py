@@ -40,7 +40,7 @@ from hostjob.errors import DigestMismatch, HostjobError, UnpackError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any, BinaryIO, Protocol
+    from typing import Any, BinaryIO, Protocol, Self
 
     class Readable(Protocol):
         def read(self, size: int = -1, /) -> bytes: ...
@@ -234,7 +234,7 @@ def _gzip_reader(src: _Prefixed, backend: str) -> Readable:
             if backend == "isal-threaded":
                 from isal import igzip_threaded
 
-                return igzip_threaded.open(src, "rb", threads=1)  # type: ignore[no-any-return]
+                return igzip_threaded.open(src, "rb", threads=1)  # type: ignore[no-untyped-call,no-any-return]
             from isal import isal_zlib
 
             return _ZlibReader(src, isal_zlib)
@@ -259,7 +259,10 @@ def open_decompressed(src: Readable, backend: str | None = None) -> tuple[Readab
     if head == ZSTD_MAGIC:
         import zstandard
 
-        reader = zstandard.ZstdDecompressor().stream_reader(prefixed, read_across_frames=True)
+        reader = zstandard.ZstdDecompressor().stream_reader(
+            prefixed,  # type: ignore[arg-type]
+            read_across_frames=True,
+        )
         return reader, "zstd"
     if head[:3] == b"BZh" or head[:4] == b"\xfd7zX":
         raise UnpackError("bzip2/xz layers are not supported (only gzip, zstd and plain tar)")
@@ -273,10 +276,10 @@ class _Info(tarfile.TarInfo):
     """Records on the TarFile how header parsing ended, which ``tarfile`` hides."""
 
     @classmethod
-    def fromtarfile(cls, tf: tarfile.TarFile) -> tarfile.TarInfo:
+    def fromtarfile(cls, tf: tarfile.TarFile) -> Self:
         try:
             return super().fromtarfile(tf)
-        except tarfile.EOFHeaderError:
+        except tarfile.EOFHeaderError:  # type: ignore[attr-defined]
             tf._hostjob_end = "eof"  # type: ignore[attr-defined]
             raise
         except tarfile.HeaderError as err:
@@ -489,9 +492,7 @@ class _Extractor:
         if member.pax_headers:
             self.xattrs(member, f"/proc/self/fd/{parent}/{base}", lenient=True)
         mtime = _time_ns(member.mtime)
-        os.utime(
-            base, ns=(_atime_ns(member, mtime), mtime), dir_fd=parent, follow_symlinks=False
-        )
+        os.utime(base, ns=(_atime_ns(member, mtime), mtime), dir_fd=parent, follow_symlinks=False)
 
     def xattrs(self, member: tarfile.TarInfo, target: int | str, lenient: bool = False) -> None:
         for key, value in member.pax_headers.items():
@@ -509,7 +510,9 @@ class _Extractor:
             except OSError as err:
                 if lenient and err.errno in (errno.EPERM, errno.ENOTSUP):
                     continue
-                raise UnpackError(f"entry {member.name!r}: cannot set xattr {name}: {err}") from None
+                raise UnpackError(
+                    f"entry {member.name!r}: cannot set xattr {name}: {err}"
+                ) from None
 
     def finish_dirs(self) -> None:
         for parts, member in reversed(list(self.deferred_dirs.items())):
@@ -569,7 +572,7 @@ def extract(
     root_fd = os.open(root, _DIR_FLAGS)
     extractor = _Extractor(root_fd)
     try:
-        tf = tarfile.open(fileobj=plain, mode="r|", tarinfo=_Info)  # type: ignore[call-overload]
+        tf = tarfile.open(fileobj=plain, mode="r|", tarinfo=_Info)  # type: ignore[call-overload]  # noqa: SIM115
         for member in tf:
             try:
                 extractor.extract(tf, member)

@@ -91,7 +91,7 @@ def is_digest(value: str) -> bool:
     return bool(sep) and length == len(encoded) and _HEX.issuperset(encoded)
 
 
-def digest(value: object, path: str) -> str:
+def decode_digest(value: object, path: str) -> str:
     """A decoder for a content digest this runtime can verify."""
     text = string(value, path)
     if not is_digest(text):
@@ -99,7 +99,7 @@ def digest(value: object, path: str) -> str:
     return text
 
 
-def size(value: object, path: str) -> int:
+def decode_size(value: object, path: str) -> int:
     result = integer(value, path)
     if result < 0:
         raise ConfigError(f"size {result} is negative", path)
@@ -153,8 +153,8 @@ class Descriptor(Model):
     data: str | None
     FIELDS = (
         ("mediaType", "media_type", string),
-        ("digest", "digest", digest),
-        ("size", "size", size),
+        ("digest", "digest", decode_digest),
+        ("size", "size", decode_size),
         ("urls", "urls", string_list),
         ("annotations", "annotations", string_map),
         ("platform", "platform", model(Platform)),
@@ -291,7 +291,7 @@ class RootFS(Model):
     __slots__ = ("diff_ids", "type")
     type: str | None
     diff_ids: list[str] | None
-    FIELDS = (("type", "type", string), ("diff_ids", "diff_ids", list_of(digest)))
+    FIELDS = (("type", "type", string), ("diff_ids", "diff_ids", list_of(decode_digest)))
 
 
 class History(Model):
@@ -420,5 +420,3 @@ def sniff_media_type(raw: bytes) -> str | None:
 def canonical_json(value: object) -> bytes:
     """Compact, key-sorted JSON: the form hostjob writes every blob it makes in."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-

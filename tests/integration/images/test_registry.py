@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -26,7 +27,9 @@ USERS = {"alice": "s3cret"}
 
 def layers(n: int = 2, size: int = 200_000) -> list[bytes]:
     return [
-        make_tar([entry(f"layer{i}/data", data=os.urandom(size)), entry(f"layer{i}/n", data=b"%d" % i)])
+        make_tar(
+            [entry(f"layer{i}/data", data=os.urandom(size)), entry(f"layer{i}/n", data=b"%d" % i)]
+        )
         for i in range(n)
     ]
 
@@ -42,13 +45,15 @@ def check_pulled(store, name, expected_layers=2):
     image = store.resolve(name)
     assert len(image.layer_dirs) == expected_layers
     for i, d in enumerate(image.layer_dirs):
-        assert open(os.path.join(d, f"layer{i}/n")).read() == str(i)
+        assert Path(d, f"layer{i}/n").read_text() == str(i)
     return image
 
 
 def test_plain_http_registry(store, tmp_path, layout):
     with DockerRegistry(str(tmp_path / "reg")) as reg:
-        skopeo_copy(f"oci:{layout}:v1", f"docker://{reg.host}/test/img:v1", "--dest-tls-verify=false")
+        skopeo_copy(
+            f"oci:{layout}:v1", f"docker://{reg.host}/test/img:v1", "--dest-tls-verify=false"
+        )
         events = []
         info = store.pull(f"{reg.host}/test/img:v1", plain_http=True, progress=events.append)
         assert info["name"] == f"{reg.host}/test/img:v1"
@@ -67,12 +72,29 @@ def test_plain_http_registry(store, tmp_path, layout):
 
 def test_multi_arch_index_picks_the_platform(store, tmp_path):
     path = str(tmp_path / "multi")
-    write_layout(path, layers(1, 1000), tag="v1", platforms=["linux/arm64/v8", "linux/amd64", "linux/arm/v7"])
+    write_layout(
+        path, layers(1, 1000), tag="v1", platforms=["linux/arm64/v8", "linux/amd64", "linux/arm/v7"]
+    )
     with DockerRegistry(str(tmp_path / "reg")) as reg:
-        skopeo_copy(f"oci:{path}:v1", f"docker://{reg.host}/test/multi:v1", "--dest-tls-verify=false", "--all")
+        skopeo_copy(
+            f"oci:{path}:v1",
+            f"docker://{reg.host}/test/multi:v1",
+            "--dest-tls-verify=false",
+            "--all",
+        )
         host = store.pull(f"{reg.host}/test/multi:v1", plain_http=True)
-        arm = store.pull(f"{reg.host}/test/multi:v1", plain_http=True, platform="linux/arm64", name="test/multi:arm")
-        arm7 = store.pull(f"{reg.host}/test/multi:v1", plain_http=True, platform="linux/arm/v7", name="test/multi:arm7")
+        arm = store.pull(
+            f"{reg.host}/test/multi:v1",
+            plain_http=True,
+            platform="linux/arm64",
+            name="test/multi:arm",
+        )
+        arm7 = store.pull(
+            f"{reg.host}/test/multi:v1",
+            plain_http=True,
+            platform="linux/arm/v7",
+            name="test/multi:arm7",
+        )
         assert arm["platform"] == "linux/arm64"
         assert arm7["platform"] == "linux/arm"
         assert host["platform"] == "linux/amd64" or os.uname().machine != "x86_64"
@@ -84,8 +106,10 @@ def test_multi_arch_index_picks_the_platform(store, tmp_path):
 
 def test_tls_registry_with_self_signed_cert(store, tmp_path, layout):
     with DockerRegistry(str(tmp_path / "reg"), tls=True) as reg:
-        skopeo_copy(f"oci:{layout}:v1", f"docker://{reg.host}/test/tls:v1", "--dest-tls-verify=false")
-        with pytest.raises(RegistryError, match="CERTIFICATE|certificate"):
+        skopeo_copy(
+            f"oci:{layout}:v1", f"docker://{reg.host}/test/tls:v1", "--dest-tls-verify=false"
+        )
+        with pytest.raises(RegistryError, match=r"CERTIFICATE|certificate"):
             store.pull(f"{reg.host}/test/tls:v1")
         store.pull(f"{reg.host}/test/tls:v1", tls_verify=False)
         check_pulled(store, f"{reg.host}/test/tls:v1")
@@ -97,8 +121,10 @@ def test_basic_auth_with_htpasswd(store, tmp_path, layout, monkeypatch):
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "nodocker"))
     with DockerRegistry(str(tmp_path / "reg"), htpasswd=USERS) as reg:
         skopeo_copy(
-            f"oci:{layout}:v1", f"docker://{reg.host}/test/basic:v1",
-            "--dest-tls-verify=false", "--dest-creds=alice:s3cret",
+            f"oci:{layout}:v1",
+            f"docker://{reg.host}/test/basic:v1",
+            "--dest-tls-verify=false",
+            "--dest-creds=alice:s3cret",
         )
         with pytest.raises(RegistryError, match="authentication required"):
             store.pull(f"{reg.host}/test/basic:v1", plain_http=True)
@@ -114,21 +140,29 @@ def test_basic_auth_with_htpasswd(store, tmp_path, layout, monkeypatch):
         config.write_text(json.dumps({"auths": {f"http://{reg.host}/v2/": {"auth": auth}}}))
         monkeypatch.setenv("DOCKER_CONFIG", str(config.parent))
         store.pull(f"{reg.host}/test/basic:v1", plain_http=True)
-        config.write_text(json.dumps({"auths": {reg.host: {"username": "alice", "password": "s3cret"}}}))
+        config.write_text(
+            json.dumps({"auths": {reg.host: {"username": "alice", "password": "s3cret"}}})
+        )
         store.pull(f"{reg.host}/test/basic:v1", plain_http=True, name="test/again")
         check_pulled(store, "test/again")
 
 
 @pytest.mark.parametrize("field", ["token", "access_token"])
 def test_bearer_token_auth(store, tmp_path, layout, field):
-    with TokenServer(str(tmp_path), USERS, field=field) as tokens, DockerRegistry(
-        str(tmp_path / "reg"), token=tokens.registry_auth()
-    ) as reg:
-        digest = registry.push(f"oci:{layout}:v1", f"{reg.host}/test/tok:v1", plain_http=True, creds="alice:s3cret")
+    with (
+        TokenServer(str(tmp_path), USERS, field=field) as tokens,
+        DockerRegistry(str(tmp_path / "reg"), token=tokens.registry_auth()) as reg,
+    ):
+        digest = registry.push(
+            f"oci:{layout}:v1", f"{reg.host}/test/tok:v1", plain_http=True, creds="alice:s3cret"
+        )
         pushed = [r for r in tokens.requests if r["user"] == "alice" and "push" in str(r["query"])]
-        assert pushed and set(pushed[0]["query"]["scope"][0].split(":")[2].split(",")) == {"pull", "push"}
+        assert pushed and set(pushed[0]["query"]["scope"][0].split(":")[2].split(",")) == {
+            "pull",
+            "push",
+        }
         tokens.requests.clear()
-        with pytest.raises(RegistryError, match="401|unauthorized|UNAUTHORIZED"):
+        with pytest.raises(RegistryError, match=r"401|unauthorized|UNAUTHORIZED"):
             store.pull(f"{reg.host}/test/tok:v1", plain_http=True)
         with pytest.raises(RegistryError, match="refused the credentials"):
             store.pull(f"{reg.host}/test/tok:v1", plain_http=True, creds="alice:nope")
@@ -153,9 +187,10 @@ def test_redirect_to_blob_storage_does_not_leak_authorization(store, tmp_path, l
 
 @pytest.mark.parametrize("ignore_range", [False, True])
 def test_interrupted_download_resumes(store, tmp_path, layout, ignore_range):
-    with BlobStore(layout, cut_first=2, cut_at=50_000, ignore_range=ignore_range) as blobs, FakeRegistry(
-        layout, blob_store=blobs
-    ) as reg:
+    with (
+        BlobStore(layout, cut_first=2, cut_at=50_000, ignore_range=ignore_range) as blobs,
+        FakeRegistry(layout, blob_store=blobs) as reg,
+    ):
         store.pull(f"{reg.host}/test/resume:v1", plain_http=True)
         check_pulled(store, f"{reg.host}/test/resume:v1")
         ranged = [r for r in blobs.requests if "range" in r]
@@ -164,12 +199,11 @@ def test_interrupted_download_resumes(store, tmp_path, layout, ignore_range):
 
 
 def test_corrupt_blob_is_refused_and_not_stored(store, tmp_path, layout):
-    manifest_digest = json.load(open(os.path.join(layout, "index.json")))["manifests"][0]["digest"]
-    manifest = json.load(open(os.path.join(layout, "blobs", "sha256", manifest_digest[7:])))
+    manifest_digest = json.loads(Path(layout, "index.json").read_bytes())["manifests"][0]["digest"]
+    manifest = json.loads(Path(layout, "blobs", "sha256", manifest_digest[7:]).read_bytes())
     bad = manifest["layers"][1]["digest"]
-    with FakeRegistry(layout, corrupt=bad) as reg:
-        with pytest.raises(DigestMismatch):
-            store.pull(f"{reg.host}/test/bad:v1", plain_http=True)
+    with FakeRegistry(layout, corrupt=bad) as reg, pytest.raises(DigestMismatch):
+        store.pull(f"{reg.host}/test/bad:v1", plain_http=True)
     assert not store.has_blob(bad)
     assert store.images() == []
     blob_dir = os.path.join(store.root, "blobs", "sha256")

@@ -120,8 +120,15 @@ def test_local_references(text, transport, path, tag, digest, index):
 
 @pytest.mark.parametrize(
     "text",
-    ["oci:", "oci::tag", "oci:/x:", "oci:/x@sha256:zz", "docker-archive:/x:@-1",
-     "docker-archive:/x:@a", "docker-archive:/x:Bad"],
+    [
+        "oci:",
+        "oci::tag",
+        "oci:/x:",
+        "oci:/x@sha256:zz",
+        "docker-archive:/x:@-1",
+        "docker-archive:/x:@a",
+        "docker-archive:/x:Bad",
+    ],
 )
 def test_invalid_local_references(text):
     with pytest.raises(ReferenceError):

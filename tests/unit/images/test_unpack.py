@@ -6,6 +6,7 @@ import io
 import os
 import stat
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -36,7 +37,7 @@ def snapshot(path):
         for name in dirnames + filenames:
             p = os.path.join(dirpath, name)
             st = os.lstat(p)
-            content = open(p, "rb").read() if stat.S_ISREG(st.st_mode) else None
+            content = Path(p).read_bytes() if stat.S_ISREG(st.st_mode) else None
             out[os.path.relpath(p, path)] = (st.st_mode, st.st_nlink, content)
     return out
 
@@ -229,7 +230,9 @@ def test_hardlink_outside_is_rejected(area):
     assert_rejected(area, make_tar([entry("h", "hardlink", linkname=secret)]), match="not in this")
     assert_rejected(area, make_tar([entry("h", "hardlink", linkname="../outside/secret")]))
     out = str(area / "outside")
-    tar = make_tar([entry("s", "symlink", linkname=out), entry("h", "hardlink", linkname="s/secret")])
+    tar = make_tar(
+        [entry("s", "symlink", linkname=out), entry("h", "hardlink", linkname="s/secret")]
+    )
     assert_rejected(area, tar)
     assert os.lstat(secret).st_nlink == 1
 
