@@ -459,7 +459,7 @@ def _build_config(
         *(config.get("history") or []),
         {
             "created": created,
-            "created_by": f"hostjob pack {os.path.basename(os.path.abspath(src_dir))}",
+            "created_by": "hostjob pack",
         },
     ]
     config["created"] = created
