@@ -227,7 +227,7 @@ def test_missing_sources(store, tmp_path):
     with pytest.raises(ImageError, match="not an OCI image layout"):
         store.pull(f"oci:{tmp_path / 'notalayout'}")
     (tmp_path / "junk.tar").write_bytes(os.urandom(3000))
-    with pytest.raises(ImageError, match="not an .*tar archive"):
+    with pytest.raises(ImageError, match=r"not an .*tar archive"):
         store.pull(f"docker-archive:{tmp_path / 'junk.tar'}")
 
 
@@ -235,7 +235,7 @@ def test_corrupt_images_json(store, tmp_path):
     write_layout(str(tmp_path / "img"), [L1])
     store.pull(f"oci:{tmp_path / 'img'}")
     Path(store.root, "images.json").write_text("{broken")
-    with pytest.raises(ImageError, match="images.json is corrupt"):
+    with pytest.raises(ImageError, match=r"images\.json is corrupt"):
         store.images()
 
 
