@@ -77,6 +77,50 @@ def timed(fn: object, rounds: int, work: str) -> float:
     return best
 
 
+def make_layout(layer: str) -> str:
+    """An OCI layout around the layer, for umoci."""
+    import gzip
+    import hashlib
+    import json
+
+    layout = os.path.join(os.path.dirname(layer), "layout")
+    blobs = os.path.join(layout, "blobs", "sha256")
+    os.makedirs(blobs, exist_ok=True)
+
+    def put(data: bytes) -> dict[str, object]:
+        digest = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(blobs, digest), "wb") as f:
+            f.write(data)
+        return {"digest": f"sha256:{digest}", "size": len(data)}
+
+    with open(layer, "rb") as f:
+        blob = f.read()
+    diff_id = "sha256:" + hashlib.sha256(gzip.decompress(blob)).hexdigest()
+    config = json.dumps(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+        }
+    ).encode()
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **put(config)},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", **put(blob)}],
+    }
+    desc = {
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        **put(json.dumps(manifest).encode()),
+        "annotations": {"org.opencontainers.image.ref.name": "bench"},
+    }
+    with open(os.path.join(layout, "index.json"), "w") as f:
+        json.dump({"schemaVersion": 2, "manifests": [desc]}, f)
+    with open(os.path.join(layout, "oci-layout"), "w") as f:
+        json.dump({"imageLayoutVersion": "1.0.0"}, f)
+    return layout
+
+
 def candidates(layer: str) -> dict[str, object]:
     from hostjob.images import unpack
 
@@ -84,6 +128,17 @@ def candidates(layer: str) -> dict[str, object]:
         subprocess.run(["tar", "-xzf", layer, "-C", out], check=True)
 
     table: dict[str, object] = {"tar -xzf": tar_xzf}
+    if shutil.which("umoci"):
+        layout = make_layout(layer)
+
+        def umoci_unpack(out: str) -> None:
+            subprocess.run(
+                ["umoci", "unpack", "--image", f"{layout}:bench", os.path.join(out, "bundle")],
+                check=True,
+                capture_output=True,
+            )
+
+        table["umoci unpack"] = umoci_unpack
     for backend in ("zlib", "isal", "isal-threaded"):
 
         def ours(out: str, backend: str = backend) -> None:

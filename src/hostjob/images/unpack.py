@@ -305,7 +305,7 @@ def _time_ns(value: object) -> int:
 
 
 class _Extractor:
-    __slots__ = ("deferred_dirs", "entries", "fds", "is_root", "root_fd")
+    __slots__ = ("deferred_dirs", "entries", "fds", "is_root", "owner", "root_fd", "umask")
 
     def __init__(self, root_fd: int) -> None:
         self.root_fd = root_fd
@@ -313,6 +313,10 @@ class _Extractor:
         self.deferred_dirs: dict[tuple[str, ...], tarfile.TarInfo] = {}
         self.entries = 0
         self.is_root = os.geteuid() == 0
+        # What a new file gets without fchown/fchmod: our ids (directories carry no
+        # setgid bit while we extract: their modes are set last) and mode & ~umask.
+        self.owner = (os.geteuid(), os.getegid())
+        self.umask = _umask()
 
     def close(self) -> None:
         for fd in self.fds.values():
@@ -394,27 +398,47 @@ class _Extractor:
             self.deferred_dirs.pop(parts, None)
             self.deferred_dirs[parts] = member
             return
-        self.remove(parent, parts)
+        # Create first; only an existing entry (rare: tars seldom repeat a name) costs
+        # a removal and a second try. O_EXCL/mknod/symlink never follow a final symlink.
         if member.isreg():
-            self.regular(tf, member, parent, base)
-        elif member.issym():
+            self.regular(tf, member, parent, parts)
+            return
+        try:
+            self.create_special(member, parent, base)
+        except FileExistsError:
+            self.remove(parent, parts)
+            self.create_special(member, parent, base)
+        if not member.islnk():
+            self.metadata_at(member, parent, base, symlink=member.issym())
+
+    def create_special(self, member: tarfile.TarInfo, parent: int, base: str) -> None:
+        if member.issym():
             os.symlink(member.linkname, base, dir_fd=parent)
-            self.metadata_at(member, parent, base, symlink=True)
         elif member.islnk():
             self.hardlink(member, parent, base)
         elif member.ischr() or member.isblk():
             kind = stat.S_IFCHR if member.ischr() else stat.S_IFBLK
             device = os.makedev(member.devmajor, member.devminor)
             os.mknod(base, kind | 0o600, device, dir_fd=parent)
-            self.metadata_at(member, parent, base)
         elif member.isfifo():
             os.mkfifo(base, 0o600, dir_fd=parent)
-            self.metadata_at(member, parent, base)
         else:
             raise UnpackError(f"entry {member.name!r} has unsupported tar type {member.type!r}")
 
-    def regular(self, tf: tarfile.TarFile, member: tarfile.TarInfo, parent: int, base: str) -> None:
-        fd = os.open(base, _FILE_FLAGS, 0o600, dir_fd=parent)
+    def regular(
+        self, tf: tarfile.TarFile, member: tarfile.TarInfo, parent: int, parts: tuple[str, ...]
+    ) -> None:
+        base = parts[-1]
+        mode = member.mode & 0o7777
+        # Created with its final permissions when the umask keeps them, saving a
+        # fchmod; special bits (setuid...) always get one, after the chown.
+        plain = mode & 0o7000 == 0 and mode & self.umask == 0
+        create_mode = mode if plain else 0o600
+        try:
+            fd = os.open(base, _FILE_FLAGS, create_mode, dir_fd=parent)
+        except FileExistsError:
+            self.remove(parent, parts)
+            fd = os.open(base, _FILE_FLAGS, create_mode, dir_fd=parent)
         try:
             remaining = member.size
             if member.sparse is not None:
@@ -434,9 +458,10 @@ class _Extractor:
                 view = memoryview(data)
                 while view:
                     view = view[write(fd, view) :]
-            if self.is_root:
+            if self.is_root and (member.uid, member.gid) != self.owner:
                 os.fchown(fd, member.uid, member.gid)
-            os.fchmod(fd, member.mode & 0o7777)
+            if not plain:
+                os.fchmod(fd, mode)
             self.xattrs(member, fd)
             mtime = _time_ns(member.mtime)
             os.utime(fd, ns=(_atime_ns(member, mtime), mtime))
@@ -526,6 +551,18 @@ class _Extractor:
             self.xattrs(member, fd)
             mtime = _time_ns(member.mtime)
             os.utime(fd, ns=(_atime_ns(member, mtime), mtime))
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (``/proc/self/status``, Linux 4.7+)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o777  # unknown: never trust creation modes, always fchmod
 
 
 def _atime_ns(member: tarfile.TarInfo, mtime: int) -> int:
