@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 
 from hostjob import linux
 from hostjob.errors import MountError
@@ -181,7 +180,7 @@ def _mount_shortnames(
             reason = os.strerror(code) if 0 < code < 255 else "helper failed"
             raise _Failed(f"cannot mount overlay at {target}: {reason}", code)
     finally:
-        shutil.rmtree(links, ignore_errors=True)
+        _rmtree(links, ignore_errors=True)
 
 
 def unmount(target: str) -> None:
@@ -197,6 +196,12 @@ def unmount(target: str) -> None:
                 return  # not a mount point after all
             else:
                 raise MountError(f"cannot unmount {target}: {err.strerror}") from None
+
+
+def _rmtree(path: str, ignore_errors: bool = False) -> None:
+    import shutil  # lazily: shutil costs milliseconds a runtime ``delete`` need not pay
+
+    shutil.rmtree(path, ignore_errors=ignore_errors)
 
 
 class ContainerRootfs:
@@ -226,7 +231,7 @@ class ContainerRootfs:
         if linux.is_mountpoint(self.target):
             raise MountError(f"{self.target} is already a mount point")
         if os.path.exists(self.rw_dir):
-            shutil.rmtree(self.rw_dir)
+            _rmtree(self.rw_dir)
         os.makedirs(self.rw_dir, 0o700)
         os.mkdir(self.upper, 0o755)
         os.mkdir(self.work, 0o700)
@@ -241,12 +246,13 @@ class ContainerRootfs:
                 layers, self.upper, self.work, self.target, volatile=volatile, method=method
             )
         except BaseException:
-            shutil.rmtree(self.rw_dir, ignore_errors=True)
+            _rmtree(self.rw_dir, ignore_errors=True)
             raise
 
     def unmount(self, remove_target: bool = False) -> None:
         unmount(self.target)
-        shutil.rmtree(self.rw_dir, ignore_errors=True)
+        if os.path.lexists(self.rw_dir):
+            _rmtree(self.rw_dir, ignore_errors=True)
         if remove_target:
             try:
                 os.rmdir(self.target)

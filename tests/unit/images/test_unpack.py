@@ -103,6 +103,9 @@ def test_metadata_is_kept(area):
                     "SCHILY.xattr.trusted.overlay.redirect": "/etc",
                 },
             ),
+            entry("d/all", data=b"a", mode=0o777),
+            entry("d/none", data=b"n", mode=0o000),
+            entry("d/grp", data=b"g", mode=0o640, uid=0, gid=0),
             entry("d/sub", "dir", mode=0o500, mtime=4_000_000),
             entry("d/sub/f", data=b"in a read-only dir"),
         ]
@@ -115,6 +118,9 @@ def test_metadata_is_kept(area):
     st = os.lstat(d / "suid")
     assert stat.S_IMODE(st.st_mode) == 0o4755 and st.st_uid == 1000 and st.st_mtime == 2_000_000
     assert stat.S_IMODE(os.lstat(d / "sgid").st_mode) == 0o2711
+    assert stat.S_IMODE(os.lstat(d / "all").st_mode) == 0o777, "the umask does not apply"
+    assert stat.S_IMODE(os.lstat(d / "none").st_mode) == 0o000
+    assert stat.S_IMODE(os.lstat(d / "grp").st_mode) == 0o640
     st = os.lstat(d / "link")
     assert os.readlink(d / "link") == "suid" and (st.st_uid, st.st_gid) == (5, 6)
     assert st.st_mtime == 3_000_000
@@ -265,6 +271,15 @@ def test_overwriting_a_symlink_or_hardlink_does_not_write_through(area):
     assert snapshot(area / "outside") == before
 
 
+def test_whiteout_through_symlink_is_rejected(area):
+    out = str(area / "outside")
+    tar = make_tar([entry("a", "symlink", linkname=out), entry("a/.wh.secret")])
+    assert_rejected(area, tar, match="symlink")
+    tar = make_tar([entry("a", "symlink", linkname=out + "/dir"), entry("a/.wh..wh..opq")])
+    assert_rejected(area, tar, match="symlink")
+    assert "trusted.overlay.opaque" not in os.listxattr(area / "outside" / "dir")
+
+
 def test_whiteout_of_dotdot_is_rejected(area):
     assert_rejected(area, make_tar([entry(".wh..")]), match="whiteout")
     assert_rejected(area, make_tar([entry("a/.wh..")]), match="whiteout")
@@ -335,3 +350,16 @@ def test_unknown_entry_type_is_rejected(area):
     info.type = b"Z"
     tar = info.tobuf(tarfile.GNU_FORMAT) + b"\0" * 1024
     assert_rejected(area, tar, match="unsupported")
+
+
+def test_modes_do_not_depend_on_the_umask(area):
+    old = os.umask(0o077)
+    try:
+        do_unpack(
+            area, make_tar([entry("f", data=b"x", mode=0o644), entry("d", "dir", mode=0o755)])
+        )
+    finally:
+        os.umask(old)
+    diff = area / "layers" / "L" / "diff"
+    assert stat.S_IMODE(os.lstat(diff / "f").st_mode) == 0o644
+    assert stat.S_IMODE(os.lstat(diff / "d").st_mode) == 0o755
