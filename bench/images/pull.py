@@ -22,9 +22,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-import unpack as unpack_bench  # noqa: E402
-
-from tests.fixtures.registry import DockerRegistry, skopeo_copy  # noqa: E402
+import unpack as unpack_bench
+from tests.fixtures.registry import DockerRegistry, skopeo_copy
 
 
 def build_layout(work: str, mb: int, layers: int) -> str:
@@ -88,6 +87,14 @@ def build_layout(work: str, mb: int, layers: int) -> str:
     return layout
 
 
+def unmount_under(prefix: str) -> None:
+    """Lazily unmount every mount under ``prefix`` (containerd's snapshots)."""
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split(" ")[4] for line in f]
+    for point in sorted((p for p in points if p.startswith(prefix)), reverse=True):
+        subprocess.run(["umount", "-l", point], check=False)
+
+
 class Containerd:
     def __init__(self, work: str) -> None:
         self.root = os.path.join(work, "containerd")
@@ -100,7 +107,7 @@ class Containerd:
         os.makedirs(self.root)
         config = os.path.join(self.root, "config.toml")
         with open(config, "w") as f:
-            f.write('version = 2\n[grpc]\n  address = "%s"\n' % self.sock)
+            f.write(f'version = 2\n[grpc]\n  address = "{self.sock}"\n')
         self.proc = subprocess.Popen(
             [
                 "containerd",
@@ -127,14 +134,7 @@ class Containerd:
         if self.proc is not None:
             self.proc.terminate()
             self.proc.wait(10)
-            subprocess.run(
-                [
-                    "sh",
-                    "-c",
-                    f"grep -o '{self.root}[^ ]*' /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l",
-                ],
-                check=False,
-            )
+            unmount_under(self.root)
 
 
 def main() -> None:
@@ -200,14 +200,7 @@ def main() -> None:
         for name, seconds in results.items():
             print(f"{name:28} {seconds:7.3f} s   hostjob/this = {base / seconds:5.2f}")
     finally:
-        subprocess.run(
-            [
-                "sh",
-                "-c",
-                f"grep -o '{work}[^ ]*' /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l",
-            ],
-            check=False,
-        )
+        unmount_under(work)
         shutil.rmtree(work, ignore_errors=True)
 
 
