@@ -41,20 +41,26 @@ CHUNK = 1 << 20
 
 
 class _Slice:
-    """A bounded reader over ``[offset, offset+size)`` of a file."""
+    """A bounded reader over ``[offset, offset+size)`` of a file, by ``pread``: it has
+    no shared file position, so threads may read several members at once."""
 
-    __slots__ = ("f", "left")
+    __slots__ = ("end", "fd", "pos")
 
-    def __init__(self, f: BinaryIO, offset: int, size: int) -> None:
-        f.seek(offset)
-        self.f = f
-        self.left = size
+    def __init__(self, fd: int, offset: int, size: int) -> None:
+        self.fd = fd
+        self.pos = offset
+        self.end = offset + size
 
     def read(self, size: int = -1, /) -> bytes:
-        if size < 0 or size > self.left:
-            size = self.left
-        data = self.f.read(size)
-        self.left -= len(data)
+        left = self.end - self.pos
+        if size < 0 or size > left:
+            size = left
+        if size <= 0:
+            return b""
+        data = os.pread(self.fd, size, self.pos)
+        if not data:
+            raise ImageError("archive ended inside a member")
+        self.pos += len(data)
         return data
 
 
@@ -136,7 +142,7 @@ class TarFiles:
 
     def open(self, rel: str) -> _Slice:
         m = self._member(rel)
-        return _Slice(self.f, m.offset_data, m.size)
+        return _Slice(self.f.fileno(), m.offset_data, m.size)
 
     def read(self, rel: str, limit: int = 64 << 20) -> bytes:
         m = self._member(rel)
