@@ -89,6 +89,10 @@ def short(item: str) -> str:
     return item
 
 
+def _is_digest(item: str) -> bool:
+    return short(item) != item
+
+
 def _human(n: float) -> str:
     for unit in ("B", "kB", "MB", "GB"):
         if n < 1000:
@@ -152,7 +156,7 @@ class RichRenderer:
     def __call__(self, event: Event) -> None:
         with self.lock:
             if event.kind in (RESOLVING, RESOLVED) or (
-                event.kind == DONE and ":" not in event.item
+                event.kind == DONE and not _is_digest(event.item)
             ):
                 self.progress.console.print(f"{event.kind} {short(event.item)}")
                 return
