@@ -37,7 +37,9 @@ def tree(tmp_path):
 
 
 def run(*args):
-    return subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"{args[0]} failed: {done.stderr.strip()}"
+    return done.stdout
 
 
 def test_pack_is_reproducible(tree, tmp_path):
@@ -187,3 +189,33 @@ def test_repacking_a_tag_replaces_it(tree, tmp_path):
         tags == {"v1": second["digest"], "v2": second["digest"]}
         and first["digest"] != second["digest"]
     )
+
+
+def test_pack_result_in_ctr_and_podman(tree, tmp_path):
+    from tests.fixtures.registry import Containerd
+
+    archive = tmp_path / "tool.tar"
+    result = pack.pack(str(tree), f"oci-archive:{archive}:v1", entrypoint=["/bin/busybox"])
+    if shutil.which("podman"):
+        import tempfile
+
+        runroot = tempfile.mkdtemp(prefix="hj-", dir="/tmp")  # podman wants <= 50 chars
+        try:
+            podman = ["podman", "--root", str(tmp_path / "proot"), "--runroot", runroot]
+            podman += ["--storage-driver", "vfs"]
+            assert "Loaded image" in run(*podman, "load", "-i", str(archive))
+            assert result["config"][7:] in run(*podman, "images", "-q", "--no-trunc")
+        finally:
+            shutil.rmtree(runroot, ignore_errors=True)
+    with Containerd(str(tmp_path / "containerd")) as containerd:
+        containerd.ctr(
+            "-n",
+            "hostjob-test",
+            "images",
+            "import",
+            "--base-name",
+            "example.com/tool",
+            str(archive),
+        )
+        listing = containerd.ctr("-n", "hostjob-test", "images", "ls")
+        assert "example.com/tool:v1" in listing and result["digest"] in listing
