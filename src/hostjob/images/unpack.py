@@ -614,7 +614,10 @@ def extract(
             try:
                 extractor.extract(tf, member)
             except UnpackError as err:
-                raise UnpackError(f"entry {member.name!r}: {err}") from None
+                message = str(err)
+                if not message.startswith(("entry ", "hardlink ")):
+                    message = f"entry {member.name!r}: {message}"
+                raise UnpackError(message) from None
             except OSError as err:
                 raise UnpackError(f"entry {member.name!r}: {err.strerror or err}") from None
         end = getattr(tf, "_hostjob_end", None)
