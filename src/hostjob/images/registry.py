@@ -49,6 +49,7 @@ MANIFEST_ACCEPT = ", ".join(
 MANIFEST_LIMIT = 4 << 20
 CHUNK = 1 << 20
 MAX_REDIRECTS = 10
+TRANSIENT = frozenset({429, 500, 502, 503, 504})  # retried, with backoff
 RETRIES = 5
 DOCKER_HUB_KEYS = (
     "https://index.docker.io/v1/",
@@ -392,13 +393,25 @@ class RegistryClient:
     def get_manifest(self, repo: str, reference: str) -> tuple[bytes, str | None, str]:
         """``(bytes, media type, digest)`` of a manifest or index, by tag or digest."""
         scope = f"repository:{repo}:pull"
-        response = self._send(
-            "GET",
-            f"/v2/{repo}/manifests/{reference}",
-            scope,
-            {"Accept": MANIFEST_ACCEPT},
-            stream=True,
-        )
+        for attempt in range(self.retries + 1):
+            try:
+                response = self._send(
+                    "GET",
+                    f"/v2/{repo}/manifests/{reference}",
+                    scope,
+                    {"Accept": MANIFEST_ACCEPT},
+                    stream=True,
+                )
+            except RegistryError as err:
+                if attempt == self.retries or not _transient(err):
+                    raise
+                time.sleep(_backoff(attempt + 1, None))
+                continue
+            if response.status_code not in TRANSIENT or attempt == self.retries:
+                break
+            response.read()
+            response.close()
+            time.sleep(_backoff(attempt + 1, response))
         try:
             if response.status_code != 200:
                 response.read()
@@ -462,6 +475,11 @@ class RegistryClient:
                             if failures > self.retries:
                                 raise RegistryError(f"{what}: the server answers ranges wrongly")
                             continue
+                    elif status in TRANSIENT and failures < self.retries:
+                        response.read()
+                        failures += 1
+                        time.sleep(_backoff(failures, response))
+                        continue
                     elif status != 200:
                         response.read()
                         raise _registry_error(response, what)
@@ -472,14 +490,12 @@ class RegistryClient:
                 finally:
                     response.close()
             except (httpx.TransportError, httpx.StreamError, RegistryError) as err:
-                if isinstance(err, RegistryError) and not isinstance(
-                    err.__cause__, httpx.TransportError
-                ):
+                if isinstance(err, RegistryError) and not _transient(err):
                     raise
                 failures += 1
                 if failures > self.retries:
                     raise RegistryError(f"{what}: download failed: {err}") from None
-                time.sleep(min(0.1 * 2**failures, 2.0))
+                time.sleep(_backoff(failures, None))
                 continue
             if desc.size is not None and getattr(writer, "offset", desc.size) < desc.size:
                 failures += 1  # the connection ended early but cleanly
@@ -527,6 +543,35 @@ class RegistryClient:
         import hashlib
 
         return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def _transient(err: RegistryError) -> bool:
+    """A dropped or refused connection is worth a retry; a bad certificate is not."""
+    import ssl
+
+    import httpx
+
+    cause = err.__cause__
+    if not isinstance(cause, httpx.TransportError):
+        return False
+    seen = cause.__context__ or cause.__cause__
+    for _ in range(10):  # a bounded walk down the exception chain
+        if seen is None:
+            break
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return False
+        seen = seen.__context__ or seen.__cause__
+    return "CERTIFICATE_VERIFY_FAILED" not in str(cause)
+
+
+def _backoff(failures: int, response: httpx.Response | None) -> float:
+    """Seconds to wait before retry ``failures``: ``Retry-After`` if small, else doubling."""
+    if response is not None:
+        try:
+            return min(float(response.headers.get("retry-after", "")), 10.0)
+        except ValueError:
+            pass
+    return min(0.1 * 2**failures, 2.0)
 
 
 def _range_start(content_range: str) -> int | None:

@@ -208,3 +208,14 @@ def test_corrupt_blob_is_refused_and_not_stored(store, tmp_path, layout):
     assert store.images() == []
     blob_dir = os.path.join(store.root, "blobs", "sha256")
     assert not [n for n in os.listdir(blob_dir) if n.startswith(".")]
+
+
+def test_transient_errors_are_retried(store, tmp_path, layout):
+    with FakeRegistry(layout, unavailable_first=3) as reg:
+        store.pull(f"{reg.host}/test/busy:v1", plain_http=True)
+        check_pulled(store, f"{reg.host}/test/busy:v1")
+    with (
+        FakeRegistry(layout, unavailable_first=1000) as reg,
+        pytest.raises(RegistryError, match="503"),
+    ):
+        store.pull(f"{reg.host}/test/down:v1", plain_http=True)

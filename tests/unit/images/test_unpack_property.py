@@ -26,9 +26,21 @@ _name = st.lists(_component, min_size=1, max_size=4).map("/".join) | st.sampled_
 
 def _entries(outside: str):
     target = st.sampled_from(
-        [outside, outside + "/secret", outside + "/dir", "../" * 4 + outside.lstrip("/"), "a", "a/b", "b", "/etc", ".."]
+        [
+            outside,
+            outside + "/secret",
+            outside + "/dir",
+            "../" * 4 + outside.lstrip("/"),
+            "a",
+            "a/b",
+            "b",
+            "/etc",
+            "..",
+        ]
     )
-    kinds = st.sampled_from(["file", "dir", "symlink", "hardlink", "fifo"] + (["char"] if ROOT else []))
+    kinds = st.sampled_from(
+        ["file", "dir", "symlink", "hardlink", "fifo"] + (["char"] if ROOT else [])
+    )
 
     @st.composite
     def one(draw):
