@@ -571,7 +571,7 @@ def _backoff(failures: int, response: httpx.Response | None) -> float:
             return min(float(response.headers.get("retry-after", "")), 10.0)
         except ValueError:
             pass
-    return min(0.1 * 2**failures, 2.0)
+    return min(0.1 * 2.0**failures, 2.0)
 
 
 def _range_start(content_range: str) -> int | None:
