@@ -346,8 +346,6 @@ class _Extractor:
                 what = "a symlink" if _is_symlink(parent, name) else "not a directory"
                 raise UnpackError(f"path {'/'.join(parts)!r} is {what}") from None
             raise
-        if len(self.fds) >= _FD_CACHE_MAX:
-            self.close()
         self.fds[parts] = fd
         return fd
 
@@ -376,6 +374,9 @@ class _Extractor:
 
     def extract(self, tf: tarfile.TarFile, member: tarfile.TarInfo) -> None:
         self.entries += 1
+        if len(self.fds) >= _FD_CACHE_MAX:
+            # Only between entries: within one, callers hold fds from the cache.
+            self.close()
         parts = _split(member.name)
         if not parts:
             if member.isdir():

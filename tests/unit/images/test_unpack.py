@@ -363,3 +363,20 @@ def test_modes_do_not_depend_on_the_umask(area):
     diff = area / "layers" / "L" / "diff"
     assert stat.S_IMODE(os.lstat(diff / "f").st_mode) == 0o644
     assert stat.S_IMODE(os.lstat(diff / "d").st_mode) == 0o755
+
+
+def test_many_directories_and_hardlinks_across_them(area):
+    # More directories than the fd cache holds, with hardlinks reaching back to early ones.
+    entries = []
+    for i in range(300):
+        entries.append(entry(f"d{i:03}/sub/f", data=b"%d" % i))
+        if i >= 10:
+            entries.append(entry(f"d{i:03}/sub/h", "hardlink", linkname=f"d{i - 10:03}/sub/f"))
+    do_unpack(area, make_tar(entries))
+    diff = area / "layers" / "L" / "diff"
+    for i in range(10, 300):
+        assert (diff / f"d{i:03}/sub/h").read_bytes() == b"%d" % (i - 10)
+        assert (
+            os.lstat(diff / f"d{i:03}/sub/h").st_ino
+            == os.lstat(diff / f"d{i - 10:03}/sub/f").st_ino
+        )
