@@ -49,6 +49,10 @@ def test_whiteouts_and_opaque_dirs_through_overlay(store, tmp_path):
     mounted = store.mount_container("c1", "test/wh:v1", str(target))
     try:
         assert linux.is_mountpoint(str(target))
+        line = next(
+            x for x in Path("/proc/self/mountinfo").read_text().splitlines() if f" {target} " in x
+        )
+        assert " overlay " in line and "volatile" in line, line
         assert sorted(os.listdir(target / "etc")) == ["group"]
         assert sorted(os.listdir(target / "var")) == ["c"], "opaque dir hides the lower var/"
         assert not (target / "opt").exists(), "whiteout hides a whole directory"
