@@ -312,7 +312,7 @@ class RegistryClient:
         try:
             response = self.client.get(realm, params=params, headers=headers)
         except httpx.HTTPError as err:
-            raise RegistryError(f"token request to {realm} failed: {err}") from None
+            raise RegistryError(f"token request to {realm} failed: {_one_line(err)}") from None
         if response.status_code in (401, 403):
             raise RegistryError(f"{self.host}: the token server refused the credentials")
         if response.status_code != 200:
@@ -360,7 +360,7 @@ class RegistryClient:
                     )
                     response = self.client.send(request, stream=stream)
                 except httpx.TransportError as err:
-                    raise RegistryError(f"{self.host}: {err or type(err).__name__}") from err
+                    raise RegistryError(f"{self.host}: {_one_line(err)}") from err
                 if (
                     response.status_code in (301, 302, 303, 307, 308)
                     and "location" in response.headers
@@ -494,7 +494,7 @@ class RegistryClient:
                     raise
                 failures += 1
                 if failures > self.retries:
-                    raise RegistryError(f"{what}: download failed: {err}") from None
+                    raise RegistryError(f"{what}: download failed: {_one_line(err)}") from None
                 time.sleep(_backoff(failures, None))
                 continue
             if desc.size is not None and getattr(writer, "offset", desc.size) < desc.size:
@@ -543,6 +543,11 @@ class RegistryClient:
         import hashlib
 
         return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text[:300]
 
 
 def _transient(err: RegistryError) -> bool:
