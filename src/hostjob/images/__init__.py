@@ -37,6 +37,9 @@ Library verbs for the CLI (each returns plain JSON-able data)::
 
 For the runtime (``hostjob run IMAGE``)::
 
+    image = store.get(ref, pull="missing", platform=None, creds=None, ...)
+                                                 # --pull always|missing|never; any name,
+                                                 # ID, registry or oci:/archive reference
     image = store.resolve(name)                  # ResolvedImage: .config (spec.image.
                                                  # ImageConfig: .config.env/entrypoint/cmd/
                                                  # working_dir/user/labels), .layer_dirs

@@ -460,6 +460,31 @@ class Store:
             dirs,
         )
 
+    def get(
+        self, ref: str, *, pull: str = "missing", progress: Progress | None = None, **kw: Any
+    ) -> ResolvedImage:
+        """The image ``hostjob run IMAGE`` means, pulled per ``--pull always|missing|never``.
+
+        ``ref`` may be a store name, an image ID (prefix), a registry reference, or a
+        local ``oci:``/``oci-archive:``/``docker-archive:`` one (always imported: it is
+        local, and content already in the store is not copied again). ``kw`` goes to
+        ``pull`` (platform, creds, tls_verify, plain_http, docker_config).
+        """
+        if pull not in ("always", "missing", "never"):
+            raise InvalidArgument(f"--pull {pull!r}: expected always, missing or never")
+        parsed = refs.parse(ref)
+        if not parsed.is_registry:
+            info = self.pull(ref, progress=progress, **kw)
+            return self.resolve(info["name"])
+        if pull != "always":
+            try:
+                return self.resolve(ref)
+            except ImageNotFound:
+                if pull == "never":
+                    raise ImageNotFound(f"no such image: {ref} (and --pull never)") from None
+        info = self.pull(ref, progress=progress, **kw)
+        return self.resolve(info["name"])
+
     def images(self) -> list[dict[str, Any]]:
         """One row per name: name, id, digest, created, size, platform."""
         rows = []

@@ -250,3 +250,15 @@ def test_resolve_unpacks_missing_layers_again(store, tmp_path):
     with pytest.raises(ImageError, match="not unpacked"):
         shutil.rmtree(store.layer_path(digest_of(L1)))
         store.resolve("test/re", unpack_missing=False)
+
+
+def test_get_with_pull_policies(store, tmp_path):
+    write_layout(str(tmp_path / "img"), [L1], tag="v1")
+    image = store.get(f"oci:{tmp_path / 'img'}:v1")
+    assert image.name == "localhost/img:v1"
+    assert store.get("localhost/img:v1", pull="never").manifest_digest == image.manifest_digest
+    assert store.get(image.id[7:19]).name == "localhost/img:v1"
+    with pytest.raises(ImageNotFound, match="--pull never"):
+        store.get("example.invalid/none:1", pull="never")
+    with pytest.raises(InvalidArgument):
+        store.get("x", pull="sometimes")
