@@ -36,6 +36,11 @@ def tree(tmp_path):
     return root
 
 
+def needs(tool):
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed")
+
+
 def run(*args):
     done = subprocess.run(args, capture_output=True, text=True, check=False)
     assert done.returncode == 0, f"{args[0]} failed: {done.stderr.strip()}"
@@ -63,6 +68,7 @@ def test_pack_is_reproducible(tree, tmp_path):
 
 
 def test_pack_result_in_skopeo_and_umoci(tree, tmp_path):
+    needs("skopeo")
     result = pack.pack(
         str(tree),
         f"oci:{tmp_path / 'layout'}:v1",
@@ -131,6 +137,7 @@ def test_pack_then_import_and_run_from_the_store(tree, tmp_path, store):
 
 
 def test_pack_on_a_base_image(tree, tmp_path, store):
+    needs("skopeo")
     base_layers = [make_tar([entry("etc", "dir"), entry("etc/os-release", data=b"ID=base\n")])]
     write_layout(
         str(tmp_path / "base"),
