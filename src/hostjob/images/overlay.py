@@ -1,0 +1,260 @@
+"""Mount an image's layers as a container's root: overlayfs on the host.
+
+``mount_overlay(layers, upper, work, target)`` stacks the layer dirs (given bottom
+first, as ``ResolvedImage.layer_dirs`` lists them) under a writable upper dir. Many
+layers must work, beyond mount(2)'s one-page option string, so the methods are, in
+order:
+
+1. the new mount API (``fsopen``/``fsconfig``/``fsmount``/``move_mount``), one
+   ``lowerdir+`` per layer (Linux 6.8+): no length limit, no escaping;
+2. mount(2) with absolute paths, when the options fit in a page;
+3. mount(2) from a forked helper that ``chdir``s into a directory of short symlinks
+   (``0``, ``1``, ...) to the layers, so each lower dir costs a few bytes.
+
+``volatile`` (no syncs to the upper dir) is on by default: the upper dir is thrown
+away with the container, so losing it in a crash costs nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+from hostjob import linux
+from hostjob.errors import MountError
+
+PAGE_LIMIT = 4095  # mount(2) copies at most one page of options, NUL included
+METHODS = ("auto", "fsconfig", "mount", "shortnames")
+
+
+def _escape(path: str) -> str:
+    """Escape the characters overlayfs's option parser splits on."""
+    return path.replace("\\", "\\\\").replace(":", "\\:").replace(",", "\\,")
+
+
+def mount_overlay(
+    layers: list[str],
+    upper: str,
+    work: str,
+    target: str,
+    *,
+    volatile: bool = True,
+    method: str = "auto",
+) -> str:
+    """Mount ``layers`` (bottom first) + ``upper``/``work`` at ``target``.
+
+    ``upper``, ``work`` and ``target`` must exist; ``upper`` and ``work`` on the same
+    filesystem. Returns the method used. Raises ``MountError``.
+    """
+    if method not in METHODS:
+        raise MountError(f"unknown overlay mount method {method!r}")
+    if not layers:
+        raise MountError("an overlay needs at least one lower layer")
+    lowers = [os.path.abspath(p) for p in reversed(layers)]  # overlayfs wants top first
+    upper, work, target = (os.path.abspath(p) for p in (upper, work, target))
+    attempts = [volatile, False] if volatile else [False]
+    last: MountError | None = None
+    for use_volatile in attempts:
+        try:
+            return _mount(lowers, upper, work, target, use_volatile, method)
+        except MountError as err:
+            last = err
+            if getattr(err, "errno", None) != errno.EINVAL:
+                break
+    assert last is not None
+    raise last
+
+
+class _Failed(MountError):
+    def __init__(self, message: str, err: int) -> None:
+        super().__init__(message)
+        self.errno = err
+
+
+def _mount(
+    lowers: list[str], upper: str, work: str, target: str, volatile: bool, method: str
+) -> str:
+    if method in ("auto", "fsconfig"):
+        try:
+            _mount_fsconfig(lowers, upper, work, target, volatile)
+            return "fsconfig"
+        except _Unsupported:
+            if method == "fsconfig":
+                raise _Failed(
+                    "the new mount API with lowerdir+ is not supported", errno.ENOSYS
+                ) from None
+    options = f"upperdir={_escape(upper)},workdir={_escape(work)}"
+    if volatile:
+        options += ",volatile"
+    data = f"lowerdir={':'.join(_escape(p) for p in lowers)},{options}"
+    if method == "mount" or (method == "auto" and len(data) < PAGE_LIMIT):
+        try:
+            linux.mount("overlay", target, "overlay", 0, data)
+        except OSError as err:
+            raise _Failed(
+                f"cannot mount overlay at {target}: {err.strerror}", err.errno or 0
+            ) from None
+        return "mount"
+    _mount_shortnames(lowers, upper, work, target, volatile)
+    return "shortnames"
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _mount_fsconfig(lowers: list[str], upper: str, work: str, target: str, volatile: bool) -> None:
+    try:
+        fs = linux.fsopen("overlay")
+    except OSError as err:
+        if err.errno in (errno.ENOSYS, errno.EPERM, errno.ENODEV):
+            raise _Unsupported from None
+        raise _Failed(f"fsopen(overlay): {err.strerror}", err.errno or 0) from None
+    try:
+        try:
+            linux.fsconfig(fs, linux.FSCONFIG_SET_STRING, "source", "hostjob")
+            linux.fsconfig(fs, linux.FSCONFIG_SET_STRING, "lowerdir+", lowers[0])
+        except OSError as err:
+            if err.errno == errno.EINVAL:  # no lowerdir+ before Linux 6.8
+                raise _Unsupported from None
+            raise _Failed(_context_error(fs, "lowerdir+", err), err.errno or 0) from None
+        try:
+            for lower in lowers[1:]:
+                linux.fsconfig(fs, linux.FSCONFIG_SET_STRING, "lowerdir+", lower)
+            linux.fsconfig(fs, linux.FSCONFIG_SET_STRING, "upperdir", upper)
+            linux.fsconfig(fs, linux.FSCONFIG_SET_STRING, "workdir", work)
+            if volatile:
+                linux.fsconfig(fs, linux.FSCONFIG_SET_FLAG, "volatile")
+            linux.fsconfig(fs, linux.FSCONFIG_CMD_CREATE)
+            mnt = linux.fsmount(fs)
+        except OSError as err:
+            raise _Failed(_context_error(fs, "overlay", err), err.errno or 0) from None
+        try:
+            linux.move_mount(mnt, "", linux.AT_FDCWD, target, linux.MOVE_MOUNT_F_EMPTY_PATH)
+        except OSError as err:
+            raise _Failed(
+                f"cannot attach overlay at {target}: {err.strerror}", err.errno or 0
+            ) from None
+        finally:
+            os.close(mnt)
+    finally:
+        os.close(fs)
+
+
+def _context_error(fs: int, what: str, err: OSError) -> str:
+    messages = [m.partition(" ")[2] or m for m in linux.fs_context_messages(fs)]
+    detail = "; ".join(messages) or err.strerror or str(err)
+    return f"cannot mount overlay ({what}): {detail}"
+
+
+def _mount_shortnames(
+    lowers: list[str], upper: str, work: str, target: str, volatile: bool
+) -> None:
+    """mount(2) with ``lowerdir=0:1:...`` relative to a dir of symlinks, in a child."""
+    import tempfile
+
+    links = tempfile.mkdtemp(prefix=".lower-", dir=os.path.dirname(upper))
+    try:
+        for i, lower in enumerate(lowers):
+            os.symlink(lower, os.path.join(links, f"{i:x}"))
+        options = f"upperdir={_escape(upper)},workdir={_escape(work)}"
+        if volatile:
+            options += ",volatile"
+        data = f"lowerdir={':'.join(f'{i:x}' for i in range(len(lowers)))},{options}"
+        if len(data) >= PAGE_LIMIT:
+            raise _Failed(f"too many layers ({len(lowers)}) for one overlay mount", errno.E2BIG)
+        pid = os.fork()
+        if pid == 0:  # the child: chdir, mount, report errno as the exit status
+            code = 0
+            try:
+                os.chdir(links)
+                linux.mount("overlay", target, "overlay", 0, data)
+            except OSError as err:
+                code = err.errno or 1
+            except BaseException:
+                code = 255
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            reason = os.strerror(code) if 0 < code < 255 else "helper failed"
+            raise _Failed(f"cannot mount overlay at {target}: {reason}", code)
+    finally:
+        _rmtree(links, ignore_errors=True)
+
+
+def unmount(target: str) -> None:
+    """Unmount ``target`` if it is mounted; a busy mount is detached lazily."""
+    target = os.path.abspath(target)
+    while linux.is_mountpoint(target):
+        try:
+            linux.umount2(target, linux.UMOUNT_NOFOLLOW)
+        except OSError as err:
+            if err.errno == errno.EBUSY:
+                linux.umount2(target, linux.MNT_DETACH | linux.UMOUNT_NOFOLLOW)
+            elif err.errno == errno.EINVAL:
+                return  # not a mount point after all
+            else:
+                raise MountError(f"cannot unmount {target}: {err.strerror}") from None
+
+
+def _rmtree(path: str, ignore_errors: bool = False) -> None:
+    import shutil  # lazily: shutil costs milliseconds a runtime ``delete`` need not pay
+
+    shutil.rmtree(path, ignore_errors=ignore_errors)
+
+
+class ContainerRootfs:
+    """A container's overlay: ``<rw_dir>/{upper,work}`` over the image's layers.
+
+    ``mount()`` makes the dirs (fresh), an empty lower for an image with no layers,
+    and mounts at ``target``; ``unmount()`` unmounts and removes ``rw_dir``. Both are
+    idempotent, so a ``delete --force`` after a crash cleans up.
+    """
+
+    __slots__ = ("layers", "rw_dir", "target")
+
+    def __init__(self, layers: list[str], rw_dir: str, target: str) -> None:
+        self.layers = layers
+        self.rw_dir = os.path.abspath(rw_dir)
+        self.target = os.path.abspath(target)
+
+    @property
+    def upper(self) -> str:
+        return os.path.join(self.rw_dir, "upper")
+
+    @property
+    def work(self) -> str:
+        return os.path.join(self.rw_dir, "work")
+
+    def mount(self, volatile: bool = True, method: str = "auto") -> str:
+        if linux.is_mountpoint(self.target):
+            raise MountError(f"{self.target} is already a mount point")
+        if os.path.exists(self.rw_dir):
+            _rmtree(self.rw_dir)
+        os.makedirs(self.rw_dir, 0o700)
+        os.mkdir(self.upper, 0o755)
+        os.mkdir(self.work, 0o700)
+        os.makedirs(self.target, 0o755, exist_ok=True)
+        layers = self.layers
+        if not layers:
+            empty = os.path.join(self.rw_dir, "empty")
+            os.mkdir(empty, 0o755)
+            layers = [empty]
+        try:
+            return mount_overlay(
+                layers, self.upper, self.work, self.target, volatile=volatile, method=method
+            )
+        except BaseException:
+            _rmtree(self.rw_dir, ignore_errors=True)
+            raise
+
+    def unmount(self, remove_target: bool = False) -> None:
+        unmount(self.target)
+        if os.path.lexists(self.rw_dir):
+            _rmtree(self.rw_dir, ignore_errors=True)
+        if remove_target:
+            try:
+                os.rmdir(self.target)
+            except OSError:
+                pass

@@ -1,0 +1,252 @@
+"""Image references: where an image comes from, and its canonical name.
+
+Accepted forms (the ``containers/image`` transports ``skopeo`` and ``podman`` use)::
+
+    oci:DIR[:TAG|@DIGEST]          an OCI image layout directory
+    oci-archive:FILE[:TAG]         a tar of an OCI image layout
+    docker-archive:FILE[:REF|@N]   a ``docker save`` tar (REF: a name in it, N: its index)
+    [docker://]NAME[:TAG|@DIGEST]  a registry, over the OCI distribution API
+
+``NAME`` follows the distribution grammar (``distribution/reference``): an optional
+domain (``host[:port]``, recognised by a ``.`` or ``:`` or being ``localhost``), then
+lowercase path components separated by ``/``. Docker Hub defaults apply:
+``busybox`` is ``docker.io/library/busybox:latest``, pulled from
+``registry-1.docker.io``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hostjob.errors import ReferenceError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+DOCKER_HUB = "docker.io"
+DOCKER_HUB_HOST = "registry-1.docker.io"
+DEFAULT_TAG = "latest"
+NAME_MAX = 255
+
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN_RE = re.compile(
+    rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[0-9A-Fa-f:.]+\])(?::[0-9]+)?"
+)
+_PATH_COMPONENT_RE = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
+_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+_DIGEST_RE = re.compile(r"(?:sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128})")
+
+TRANSPORTS = ("docker", "oci", "oci-archive", "docker-archive")
+
+
+class Reference:
+    """A parsed image reference.
+
+    ``transport`` is one of ``TRANSPORTS``. Registry references have ``domain``,
+    ``repository`` and a ``tag`` and/or ``digest``; local ones have ``path`` and
+    optionally a ``tag`` (an OCI ref name, or a docker-archive name), a ``digest``
+    (``oci:`` only) or an ``index`` (``docker-archive:FILE:@N``).
+    """
+
+    __slots__ = ("digest", "domain", "index", "path", "repository", "tag", "transport")
+
+    def __init__(
+        self,
+        transport: str,
+        *,
+        path: str | None = None,
+        domain: str | None = None,
+        repository: str | None = None,
+        tag: str | None = None,
+        digest: str | None = None,
+        index: int | None = None,
+    ) -> None:
+        self.transport = transport
+        self.path = path
+        self.domain = domain
+        self.repository = repository
+        self.tag = tag
+        self.digest = digest
+        self.index = index
+
+    @property
+    def is_registry(self) -> bool:
+        return self.transport == "docker"
+
+    @property
+    def repo_name(self) -> str:
+        """``docker.io/library/busybox`` (registry references only)."""
+        return f"{self.domain}/{self.repository}"
+
+    @property
+    def name(self) -> str:
+        """The canonical name: ``docker.io/library/busybox:latest``, ``…@sha256:…``.
+
+        A reference with both a tag and a digest keeps both (``name:tag@digest``).
+        Local references give their transport form (``oci:/dir:tag``).
+        """
+        if self.transport != "docker":
+            return str(self)
+        out = self.repo_name
+        if self.tag:
+            out += f":{self.tag}"
+        if self.digest:
+            out += f"@{self.digest}"
+        return out
+
+    @property
+    def registry_host(self) -> str:
+        """The host to talk to: Docker Hub's pulls go to ``registry-1.docker.io``."""
+        if self.domain == DOCKER_HUB:
+            return DOCKER_HUB_HOST
+        return self.domain or ""
+
+    @property
+    def reference(self) -> str:
+        """What to ask the registry for: the digest if pinned, else the tag."""
+        return self.digest or self.tag or DEFAULT_TAG
+
+    def familiar(self) -> str:
+        """The short form people type: ``busybox:latest``, ``user/app:1``."""
+        name = self.name
+        for prefix in (f"{DOCKER_HUB}/library/", f"{DOCKER_HUB}/"):
+            if name.startswith(prefix):
+                return name[len(prefix) :]
+        return name
+
+    def __str__(self) -> str:
+        if self.transport == "docker":
+            return self.name
+        out = f"{self.transport}:{self.path}"
+        if self.digest:
+            return f"{out}@{self.digest}"
+        if self.index is not None:
+            return f"{out}:@{self.index}"
+        if self.tag:
+            return f"{out}:{self.tag}"
+        return out
+
+    def __repr__(self) -> str:
+        return f"Reference({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Reference and all(
+            getattr(self, s) == getattr(other, s) for s in self.__slots__
+        )
+
+    def __hash__(self) -> int:
+        return hash(tuple(getattr(self, s) for s in self.__slots__))
+
+    def to_json(self) -> dict[str, Any]:
+        return {s: getattr(self, s) for s in self.__slots__ if getattr(self, s) is not None}
+
+
+def parse(text: str) -> Reference:
+    """Parse any accepted form; a bare name is a registry reference."""
+    if not text:
+        raise ReferenceError("empty image reference")
+    transport, sep, rest = text.partition(":")
+    if sep and transport in ("oci", "oci-archive", "docker-archive"):
+        return _parse_local(transport, rest, text)
+    if text.startswith("docker://"):
+        return parse_name(text[len("docker://") :])
+    return parse_name(text)
+
+
+def parse_name(text: str) -> Reference:
+    """Parse a registry reference ``[host[:port]/]path[:tag][@digest]``, with defaults."""
+    original = text
+    if not text:
+        raise ReferenceError("empty image reference")
+    if len(text) > NAME_MAX + 1 + 128 + 1 + 135:
+        raise ReferenceError(f"image reference is too long: {text[:80]!r}...")
+    digest = None
+    if "@" in text:
+        text, _, digest = text.rpartition("@")
+        if not _DIGEST_RE.fullmatch(digest):
+            raise ReferenceError(
+                f"invalid digest {digest!r} in {original!r}: expected sha256:<64 lowercase hex>"
+            )
+    tag = None
+    slash = text.rfind("/")
+    colon = text.rfind(":")
+    if colon > slash:
+        text, tag = text[:colon], text[colon + 1 :]
+        if not _TAG_RE.fullmatch(tag):
+            raise ReferenceError(f"invalid tag {tag!r} in {original!r}")
+    domain, repository = _split_domain(text, original)
+    if len(domain) + 1 + len(repository) > NAME_MAX:
+        raise ReferenceError(f"repository name must not exceed {NAME_MAX} characters")
+    if tag is None and digest is None:
+        tag = DEFAULT_TAG
+    return Reference("docker", domain=domain, repository=repository, tag=tag, digest=digest)
+
+
+def normalize(text: str) -> str:
+    """The canonical name of a registry-style reference (``busybox`` -> ``docker.io/…``)."""
+    return parse_name(text).name
+
+
+def _split_domain(name: str, original: str) -> tuple[str, str]:
+    if not name:
+        raise ReferenceError(f"missing repository name in {original!r}")
+    first, sep, rest = name.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost" or first.lower() != first):
+        if not _DOMAIN_RE.fullmatch(first):
+            raise ReferenceError(f"invalid registry host {first!r} in {original!r}")
+        domain, path = first, rest
+    else:
+        domain, path = DOCKER_HUB, name
+    if domain == "index.docker.io":
+        domain = DOCKER_HUB
+    components = path.split("/")
+    for component in components:
+        if component in ("", ".", ".."):
+            raise ReferenceError(f"invalid repository path {path!r} in {original!r}")
+        if not _PATH_COMPONENT_RE.fullmatch(component):
+            hint = " (must be lowercase)" if component.lower() != component else ""
+            raise ReferenceError(
+                f"invalid repository name component {component!r} in {original!r}{hint}"
+            )
+    if domain == DOCKER_HUB and len(components) == 1:
+        path = f"library/{path}"
+    return domain, path
+
+
+def _parse_local(transport: str, rest: str, original: str) -> Reference:
+    if transport == "oci" and "@" in rest:
+        path, _, digest = rest.rpartition("@")
+        if not _DIGEST_RE.fullmatch(digest):
+            raise ReferenceError(f"invalid digest {digest!r} in {original!r}")
+        _check_path(path, original)
+        return Reference(transport, path=path, digest=digest)
+    path, sep, suffix = rest.partition(":")
+    _check_path(path, original)
+    if not sep:
+        return Reference(transport, path=path)
+    if not suffix:
+        raise ReferenceError(f"empty tag after ':' in {original!r}")
+    if transport == "docker-archive":
+        if suffix.startswith("@"):
+            try:
+                index = int(suffix[1:], 10)
+            except ValueError:
+                index = -1
+            if index < 0:
+                raise ReferenceError(f"invalid image index {suffix!r} in {original!r}") from None
+            return Reference(transport, path=path, index=index)
+        if "@" in suffix:
+            raise ReferenceError(f"a docker-archive reference cannot have a digest: {original!r}")
+        return Reference(transport, path=path, tag=parse_name(suffix).name)
+    # An OCI ref name (org.opencontainers.image.ref.name): a tag, or a full name.
+    if any(c in suffix for c in "\0\n") or len(suffix) > NAME_MAX:
+        raise ReferenceError(f"invalid OCI reference name {suffix!r} in {original!r}")
+    return Reference(transport, path=path, tag=suffix)
+
+
+def _check_path(path: str, original: str) -> None:
+    if not path:
+        raise ReferenceError(f"missing path in {original!r}")
+    if "\0" in path:
+        raise ReferenceError(f"invalid path in {original!r}")

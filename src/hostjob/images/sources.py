@@ -1,0 +1,406 @@
+"""Where images come from: OCI layouts (directory or archive) and ``docker save`` tars.
+
+A source answers three questions for ``Store.pull``: the top-level manifest or index
+(``top``), a child manifest of an index (``manifest``) and a blob's bytes
+(``copy_blob``, into a verifying ``BlobWriter``). Registries are the same shape
+(``hostjob.images.registry.RegistrySource``). Archives are read in place through
+their members' offsets; nothing is extracted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+import tarfile
+
+from hostjob.errors import ImageError, ImageNotFound, ReferenceError
+from hostjob.images import reference as refs
+from hostjob.spec import image as spec
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import BinaryIO, Protocol
+
+    from hostjob.images.reference import Reference
+
+    class Writer(Protocol):
+        def write(self, data: bytes, /) -> object: ...
+
+    class Source(Protocol):
+        description: str
+        name_hint: str | None
+
+        def top(self) -> tuple[bytes, str | None, str | None]: ...
+        def manifest(self, desc: spec.Descriptor) -> bytes: ...
+        def copy_blob(self, desc: spec.Descriptor, writer: Writer) -> None: ...
+        def close(self) -> None: ...
+
+
+CHUNK = 1 << 20
+
+
+class _Slice:
+    """A bounded reader over ``[offset, offset+size)`` of a file, by ``pread``: it has
+    no shared file position, so threads may read several members at once."""
+
+    __slots__ = ("end", "fd", "pos")
+
+    def __init__(self, fd: int, offset: int, size: int) -> None:
+        self.fd = fd
+        self.pos = offset
+        self.end = offset + size
+
+    def read(self, size: int = -1, /) -> bytes:
+        left = self.end - self.pos
+        if size < 0 or size > left:
+            size = left
+        if size <= 0:
+            return b""
+        data = os.pread(self.fd, size, self.pos)
+        if not data:
+            raise ImageError("archive ended inside a member")
+        self.pos += len(data)
+        return data
+
+
+class DirFiles:
+    """Files of a directory tree, by relative path; symlinks may not leave it."""
+
+    def __init__(self, root: str) -> None:
+        if not os.path.isdir(root):
+            raise ImageNotFound(f"{root}: no such directory")
+        self.root = os.path.realpath(root)
+
+    def _path(self, rel: str) -> str:
+        path = os.path.realpath(os.path.join(self.root, rel))
+        if not path.startswith(self.root + os.sep):
+            raise ImageError(f"{rel!r} points outside {self.root}")
+        return path
+
+    def exists(self, rel: str) -> bool:
+        return os.path.isfile(self._path(rel))
+
+    def size(self, rel: str) -> int:
+        return os.path.getsize(self._path(rel))
+
+    def open(self, rel: str) -> BinaryIO:
+        try:
+            return open(self._path(rel), "rb")
+        except FileNotFoundError:
+            raise ImageError(f"{self.root}: missing {rel}") from None
+
+    def read(self, rel: str, limit: int = 64 << 20) -> bytes:
+        with self.open(rel) as f:
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise ImageError(f"{rel} is too large for metadata")
+        return data
+
+    def close(self) -> None:
+        pass
+
+
+class TarFiles:
+    """Members of an uncompressed tar, read in place by offset."""
+
+    def __init__(self, path: str) -> None:
+        try:
+            self.f: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
+        except OSError as err:
+            raise ImageNotFound(f"{path}: {err.strerror}") from None
+        self.path = path
+        try:
+            tf = tarfile.open(fileobj=self.f, mode="r:")  # noqa: SIM115 - an index only
+            self.members = {_norm(m.name): m for m in tf.getmembers()}
+        except (tarfile.TarError, EOFError) as err:
+            self.f.close()
+            raise ImageError(f"{path} is not an (uncompressed) tar archive: {err}") from None
+
+    def _member(self, rel: str) -> tarfile.TarInfo:
+        name = _norm(rel)
+        for _ in range(16):
+            m = self.members.get(name)
+            if m is None:
+                raise ImageError(f"{self.path}: missing {rel}")
+            if m.isreg():
+                return m
+            if not m.issym():
+                raise ImageError(f"{self.path}: {rel} is not a file")
+            name = _norm(posixpath.join(posixpath.dirname(name), m.linkname))
+        raise ImageError(f"{self.path}: too many symlinks at {rel}")
+
+    def exists(self, rel: str) -> bool:
+        try:
+            self._member(rel)
+        except ImageError:
+            return False
+        return True
+
+    def size(self, rel: str) -> int:
+        return self._member(rel).size
+
+    def open(self, rel: str) -> _Slice:
+        m = self._member(rel)
+        return _Slice(self.f.fileno(), m.offset_data, m.size)
+
+    def read(self, rel: str, limit: int = 64 << 20) -> bytes:
+        m = self._member(rel)
+        if m.size > limit:
+            raise ImageError(f"{rel} is too large for metadata")
+        return self.open(rel).read()
+
+    def close(self) -> None:
+        self.f.close()
+
+
+def _norm(name: str) -> str:
+    out = posixpath.normpath("/" + name).lstrip("/")
+    return out
+
+
+def _copy(src: _Slice | BinaryIO, writer: Writer) -> None:
+    while True:
+        data = src.read(CHUNK)
+        if not data:
+            return
+        writer.write(data)
+
+
+def _blob_rel(digest: str) -> str:
+    if not spec.is_digest(digest):
+        raise ImageError(f"invalid digest {digest!r}")
+    algorithm, _, encoded = digest.partition(":")
+    return f"blobs/{algorithm}/{encoded}"
+
+
+class LayoutSource:
+    """An OCI image layout, as a directory (``oci:``) or a tar of one (``oci-archive:``)."""
+
+    def __init__(self, ref: Reference) -> None:
+        assert ref.path is not None
+        self.ref = ref
+        self.description = str(ref)
+        self.files: DirFiles | TarFiles = (
+            DirFiles(ref.path) if ref.transport == "oci" else TarFiles(ref.path)
+        )
+        self.name_hint: str | None = None
+        try:
+            self._check_layout()
+            self.index = spec.decode_blob(
+                spec.Index, self.files.read("index.json"), f"{ref.path}/index.json"
+            )
+            self.chosen = self._choose()
+        except BaseException:
+            self.files.close()
+            raise
+
+    def _check_layout(self) -> None:
+        if not self.files.exists("oci-layout"):
+            raise ImageError(f"{self.ref.path} is not an OCI image layout (no oci-layout file)")
+        layout = spec.decode_blob(spec.ImageLayout, self.files.read("oci-layout"), "oci-layout")
+        version = layout.image_layout_version or ""
+        if not version.startswith("1."):
+            raise ImageError(f"unsupported OCI layout version {version!r}")
+
+    def _choose(self) -> spec.Descriptor:
+        manifests = self.index.manifests or []
+        ref = self.ref
+        if ref.digest:
+            for desc in manifests:
+                if desc.digest == ref.digest:
+                    return desc
+            if not self.files.exists(_blob_rel(ref.digest)):
+                raise ImageNotFound(f"{ref.path}: no manifest {ref.digest}")
+            raw = self.files.read(_blob_rel(ref.digest))
+            return spec.Descriptor(
+                media_type=spec.sniff_media_type(raw), digest=ref.digest, size=len(raw)
+            )
+        if ref.tag:
+            for desc in manifests:
+                ann = desc.annotations or {}
+                if ref.tag in (
+                    ann.get(spec.ANNOTATION_REF_NAME),
+                    ann.get(spec.ANNOTATION_CONTAINERD_NAME),
+                ):
+                    self.name_hint = _name_from_annotations(ann, ref)
+                    return desc
+            raise ImageNotFound(f"{ref.path}: no image tagged {ref.tag!r}")
+        if len(manifests) != 1:
+            tags = sorted(
+                (d.annotations or {}).get(spec.ANNOTATION_REF_NAME, d.digest or "?")
+                for d in manifests
+            )
+            raise ImageNotFound(
+                f"{ref.path} holds {len(manifests)} images; name one with :TAG"
+                f" ({', '.join(tags) or 'none'})"
+            )
+        self.name_hint = _name_from_annotations(manifests[0].annotations or {}, ref)
+        return manifests[0]
+
+    def top(self) -> tuple[bytes, str | None, str | None]:
+        desc = self.chosen
+        assert desc.digest is not None
+        return self.files.read(_blob_rel(desc.digest)), desc.media_type, desc.digest
+
+    def manifest(self, desc: spec.Descriptor) -> bytes:
+        assert desc.digest is not None
+        return self.files.read(_blob_rel(desc.digest))
+
+    def copy_blob(self, desc: spec.Descriptor, writer: Writer) -> None:
+        assert desc.digest is not None
+        with_close = self.files.open(_blob_rel(desc.digest))
+        try:
+            _copy(with_close, writer)
+        finally:
+            close = getattr(with_close, "close", None)
+            if close is not None and isinstance(self.files, DirFiles):
+                close()
+
+    def close(self) -> None:
+        self.files.close()
+
+
+def _name_from_annotations(ann: dict[str, str], ref: Reference) -> str | None:
+    for key in (spec.ANNOTATION_CONTAINERD_NAME, spec.ANNOTATION_REF_NAME):
+        value = ann.get(key)
+        if value and "/" in value:
+            try:
+                return refs.normalize(value)
+            except ReferenceError:
+                pass
+    return None
+
+
+class DockerArchiveSource:
+    """A ``docker save`` tar: ``manifest.json`` + config + layer tars, as a v2 manifest."""
+
+    def __init__(self, ref: Reference) -> None:
+        assert ref.path is not None
+        self.ref = ref
+        self.description = str(ref)
+        self.files = TarFiles(ref.path)
+        try:
+            self._load()
+        except BaseException:
+            self.files.close()
+            raise
+
+    def _load(self) -> None:
+        ref = self.ref
+        entries = spec.decode_docker_archive_manifest(
+            spec.parse_json(self.files.read("manifest.json"), "manifest.json")
+        )
+        if not entries:
+            raise ImageNotFound(f"{ref.path}: the archive holds no image")
+        if ref.index is not None:
+            if ref.index >= len(entries):
+                raise ImageNotFound(f"{ref.path}: no image @{ref.index} ({len(entries)} in it)")
+            entry = entries[ref.index]
+        elif ref.tag:
+            matches = [
+                e for e in entries if ref.tag in {_normalize_tag(t) for t in e.repo_tags or []}
+            ]
+            if not matches:
+                raise ImageNotFound(f"{ref.path}: no image named {ref.tag}")
+            entry = matches[0]
+        elif len(entries) == 1:
+            entry = entries[0]
+        else:
+            raise ImageNotFound(
+                f"{ref.path} holds {len(entries)} images; name one with :NAME or :@INDEX"
+            )
+        if not entry.config or entry.layers is None:
+            raise ImageError(f"{ref.path}: manifest.json entry lacks Config or Layers")
+        self.name_hint = ref.tag or next(
+            (_normalize_tag(t) for t in entry.repo_tags or [] if _normalize_tag(t)), None
+        )
+        self.paths: dict[str, str] = {}
+        config_raw = self.files.read(entry.config)
+        config_digest = "sha256:" + hashlib.sha256(config_raw).hexdigest()
+        self.paths[config_digest] = entry.config
+        layers = []
+        for rel in entry.layers:
+            digest, size, media_type = self._describe_layer(rel)
+            self.paths[digest] = rel
+            layers.append({"mediaType": media_type, "size": size, "digest": digest})
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": spec.DOCKER_MANIFEST,
+            "config": {
+                "mediaType": spec.DOCKER_CONFIG,
+                "size": len(config_raw),
+                "digest": config_digest,
+            },
+            "layers": layers,
+        }
+        self.raw_manifest = spec.canonical_json(manifest)
+
+    def _describe_layer(self, rel: str) -> tuple[str, int, str]:
+        src = self.files.open(rel)
+        hasher = hashlib.sha256()
+        head = b""
+        size = 0
+        while True:
+            data = src.read(CHUNK)
+            if not data:
+                break
+            if not head:
+                head = data[:4]
+            hasher.update(data)
+            size += len(data)
+        if head.startswith(b"\x1f\x8b"):
+            media_type = spec.DOCKER_LAYER_GZIP
+        elif head == b"\x28\xb5\x2f\xfd":
+            media_type = spec.DOCKER_LAYER_ZSTD
+        else:
+            media_type = spec.DOCKER_LAYER
+        return "sha256:" + hasher.hexdigest(), size, media_type
+
+    def top(self) -> tuple[bytes, str | None, str | None]:
+        digest = "sha256:" + hashlib.sha256(self.raw_manifest).hexdigest()
+        return self.raw_manifest, spec.DOCKER_MANIFEST, digest
+
+    def manifest(self, desc: spec.Descriptor) -> bytes:
+        raise ImageError("a docker archive has no image index")
+
+    def copy_blob(self, desc: spec.Descriptor, writer: Writer) -> None:
+        rel = self.paths.get(desc.digest or "")
+        if rel is None:
+            raise ImageError(f"{self.ref.path}: no blob {desc.digest}")
+        _copy(self.files.open(rel), writer)
+
+    def close(self) -> None:
+        self.files.close()
+
+
+def _normalize_tag(tag: str) -> str | None:
+    try:
+        return refs.normalize(tag)
+    except ReferenceError:
+        return None
+
+
+def open_source(
+    ref: Reference,
+    *,
+    platform: str | None = None,
+    creds: str | None = None,
+    tls_verify: bool = True,
+    plain_http: bool = False,
+    docker_config: str | None = None,
+) -> Source:
+    """The source for any reference (a registry client for ``docker`` ones)."""
+    if ref.transport in ("oci", "oci-archive"):
+        return LayoutSource(ref)
+    if ref.transport == "docker-archive":
+        return DockerArchiveSource(ref)
+    from hostjob.images.registry import RegistrySource
+
+    return RegistrySource(
+        ref,
+        creds=creds,
+        tls_verify=tls_verify,
+        plain_http=plain_http,
+        docker_config=docker_config,
+    )

@@ -1,0 +1,132 @@
+"""Auth challenge parsing and credential lookup (no network)."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from hostjob.errors import RegistryError
+from hostjob.images import registry
+from hostjob.images.registry import find_credentials, load_auths, parse_challenges
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        (
+            'Bearer realm="https://auth.docker.io/token",service="registry.docker.io",'
+            'scope="repository:library/busybox:pull"',
+            [
+                (
+                    "bearer",
+                    {
+                        "realm": "https://auth.docker.io/token",
+                        "service": "registry.docker.io",
+                        "scope": "repository:library/busybox:pull",
+                    },
+                )
+            ],
+        ),
+        ('Basic realm="Registry Realm"', [("basic", {"realm": "Registry Realm"})]),
+        (
+            'Bearer realm="r",scope="repository:a:pull,push",error="insufficient_scope"',
+            [
+                (
+                    "bearer",
+                    {
+                        "realm": "r",
+                        "scope": "repository:a:pull,push",
+                        "error": "insufficient_scope",
+                    },
+                )
+            ],
+        ),
+        (
+            'Basic realm="x", Bearer realm="y", service=z',
+            [("basic", {"realm": "x"}), ("bearer", {"realm": "y", "service": "z"})],
+        ),
+        (
+            'BEARER Realm = "sp ace" , Service="s"',
+            [("bearer", {"realm": "sp ace", "service": "s"})],
+        ),
+        ('Bearer realm="a\\"quoted\\""', [("bearer", {"realm": 'a"quoted"'})]),
+        ("", []),
+    ],
+)
+def test_parse_challenges(header, expected):
+    assert parse_challenges(header) == expected
+
+
+def write(path, data):
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_docker_config_forms(tmp_path):
+    b64 = base64.b64encode(b"bob:pa:ss").decode()
+    path = write(
+        tmp_path / "config.json",
+        {
+            "auths": {
+                "https://index.docker.io/v1/": {"auth": b64},
+                "http://localhost:5000/v2/": {"username": "u", "password": "p"},
+                "quay.io": {"auth": base64.b64encode(b"q:r").decode()},
+                "empty.io": {},
+                "ghcr.io": {"auth": ""},
+            },
+            "credsStore": "desktop",
+        },
+    )
+    auths = load_auths(path)
+    assert auths["index.docker.io"] == ("bob", "pa:ss")
+    assert auths["localhost:5000"] == ("u", "p")
+    assert auths["quay.io"] == ("q", "r")
+    assert "empty.io" not in auths and "ghcr.io" not in auths
+    assert find_credentials("docker.io", path) == ("bob", "pa:ss")
+    assert find_credentials("registry-1.docker.io", path) == ("bob", "pa:ss")
+    assert find_credentials("localhost:5000", path) == ("u", "p")
+    assert find_credentials("other.io", path) is None
+
+
+def test_docker_config_lookup_order(tmp_path, monkeypatch):
+    docker = tmp_path / "docker"
+    docker.mkdir()
+    write(docker / "config.json", {"auths": {"r.io": {"username": "docker", "password": "1"}}})
+    monkeypatch.setenv("DOCKER_CONFIG", str(docker))
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.delenv("REGISTRY_AUTH_FILE", raising=False)
+    assert find_credentials("r.io") == ("docker", "1")
+    auth_file = write(
+        tmp_path / "auth.json", {"auths": {"r.io": {"username": "podman", "password": "2"}}}
+    )
+    monkeypatch.setenv("REGISTRY_AUTH_FILE", auth_file)
+    assert find_credentials("r.io") == ("podman", "2")
+
+
+def test_bad_docker_config(tmp_path):
+    (tmp_path / "c.json").write_text("{")
+    with pytest.raises(RegistryError, match="cannot read credentials"):
+        load_auths(str(tmp_path / "c.json"))
+    bad = write(
+        tmp_path / "b.json", {"auths": {"x.io": {"auth": base64.b64encode(b"nocolon").decode()}}}
+    )
+    with pytest.raises(RegistryError, match="not base64 of user:pass"):
+        load_auths(bad)
+    assert load_auths(str(tmp_path / "missing.json")) == {}
+    assert load_auths(write(tmp_path / "n.json", {"auths": None})) == {}
+
+
+def test_parse_creds():
+    assert registry.parse_creds("a:b:c") == ("a", "b:c")
+    with pytest.raises(RegistryError):
+        registry.parse_creds("nopassword")
+    with pytest.raises(RegistryError):
+        registry.parse_creds(":x")
+
+
+def test_range_start():
+    assert registry._range_start("bytes 100-199/200") == 100
+    assert registry._range_start("bytes */200") is None
+    assert registry._range_start("items 1-2/3") is None
