@@ -204,7 +204,7 @@ def _unmount_all(target: str) -> None:
     # A bind of the rootfs onto itself may be stacked; remove every layer.
     while _is_mounted(target):
         try:
-            linux.umount(target, linux.MNT_DETACH)
+            linux.umount2(target, linux.MNT_DETACH)
         except OSError as err:
             if err.errno in (errno.EINVAL, errno.ENOENT):
                 break

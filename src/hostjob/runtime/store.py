@@ -258,7 +258,7 @@ def _unmount_under(path: str) -> None:
 
         for point in reversed(points):
             try:
-                linux.umount(point, linux.MNT_DETACH)
+                linux.umount2(point, linux.MNT_DETACH)
             except OSError as err:
                 if err.errno not in (errno.EINVAL, errno.ENOENT):
                     raise
