@@ -22,6 +22,38 @@ BUSYBOX_APPLETS = (
 CGROUP_ROOT = "/sys/fs/cgroup"
 
 
+INSTALL = REPO / "scripts" / "install"
+
+
+def install_peer(peer: str, commands: list[str] | tuple[str, ...]) -> str | None:
+    """Make sure ``commands`` exist, running ``scripts/install --peers PEER`` if not.
+
+    None when they are there; otherwise why they could not be installed. Tests fail
+    (never skip) on that: CI starts from a bare machine and installs what it needs."""
+    missing = [c for c in commands if shutil.which(c) is None]
+    if not missing:
+        return None
+    done = subprocess.run(
+        [str(INSTALL), "--peers", peer], capture_output=True, text=True, timeout=900, check=False
+    )
+    still = [c for c in commands if shutil.which(c) is None]
+    if done.returncode != 0 or still:
+        return (
+            f"could not install peer {peer!r} (missing: {', '.join(still or missing)}):"
+            f" {done.stdout}{done.stderr}"
+        )
+    return None
+
+
+def require_peer(peer: str, *commands: str) -> None:
+    """install_peer, or fail the test."""
+    problem = install_peer(peer, commands)
+    if problem:
+        import pytest
+
+        pytest.fail(problem, pytrace=False)
+
+
 def hostjob_cmd() -> list[str]:
     """The hostjob command under test: $HOSTJOB_BIN, the installed one, or src/."""
     explicit = os.environ.get("HOSTJOB_BIN")

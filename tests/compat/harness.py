@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.helpers import install_peer
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -94,18 +96,9 @@ def require_root() -> None:
 
 def ensure_peer(peer: str, commands: Iterable[str]) -> None:
     """Make sure ``commands`` exist; if not, run ``scripts/install --peers PEER`` once."""
-    missing = [c for c in commands if shutil.which(c) is None]
-    if not missing:
-        return
-    if not INSTALL.exists():
-        raise HarnessError(f"{', '.join(missing)} missing and {INSTALL} not found")
-    cp = run([INSTALL, "--peers", peer], timeout=900)
-    still = [c for c in commands if shutil.which(c) is None]
-    if cp.returncode != 0 or still:
-        raise HarnessError(
-            f"could not install peer {peer!r} (missing: {', '.join(still or missing)}):\n"
-            f"{cp.stdout}{cp.stderr}"
-        )
+    problem = install_peer(peer, tuple(commands))
+    if problem:
+        raise HarnessError(problem)
 
 
 def _unescape_mountinfo(s: str) -> str:

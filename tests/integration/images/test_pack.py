@@ -16,6 +16,7 @@ from hostjob.images import pack
 from tests.fixtures.images import write_layout
 from tests.fixtures.registry import skopeo_copy
 from tests.fixtures.tars import entry, make_tar
+from tests.helpers import require_peer
 
 
 @pytest.fixture
@@ -36,9 +37,11 @@ def tree(tmp_path):
     return root
 
 
+PEERS = {"skopeo": "image", "umoci": "image", "podman": "podman", "ctr": "containerd"}
+
+
 def needs(tool):
-    if shutil.which(tool) is None:
-        pytest.skip(f"{tool} is not installed")
+    require_peer(PEERS[tool], tool)
 
 
 def run(*args):
@@ -87,8 +90,7 @@ def test_pack_result_in_skopeo_and_umoci(tree, tmp_path):
     assert config["config"]["Entrypoint"] == ["/bin/busybox"]
     assert config["config"]["WorkingDir"] == "/work" and config["config"]["User"] == "0:0"
     assert config["created"] == "1970-01-01T00:00:00Z"
-    if shutil.which("umoci") is None:
-        pytest.skip("umoci is not installed")
+    needs("umoci")
     bundle = tmp_path / "bundle"
     run("umoci", "unpack", "--image", f"{tmp_path / 'layout'}:v1", str(bundle))
     rootfs = bundle / "rootfs"
@@ -203,17 +205,18 @@ def test_pack_result_in_ctr_and_podman(tree, tmp_path):
 
     archive = tmp_path / "tool.tar"
     result = pack.pack(str(tree), f"oci-archive:{archive}:v1", entrypoint=["/bin/busybox"])
-    if shutil.which("podman"):
-        import tempfile
+    needs("podman")
+    needs("ctr")
+    import tempfile
 
-        runroot = tempfile.mkdtemp(prefix="hj-", dir="/tmp")  # podman wants <= 50 chars
-        try:
-            podman = ["podman", "--root", str(tmp_path / "proot"), "--runroot", runroot]
-            podman += ["--storage-driver", "vfs"]
-            assert "Loaded image" in run(*podman, "load", "-i", str(archive))
-            assert result["config"][7:] in run(*podman, "images", "-q", "--no-trunc")
-        finally:
-            shutil.rmtree(runroot, ignore_errors=True)
+    runroot = tempfile.mkdtemp(prefix="hj-", dir="/tmp")  # podman wants <= 50 chars
+    try:
+        podman = ["podman", "--root", str(tmp_path / "proot"), "--runroot", runroot]
+        podman += ["--storage-driver", "vfs"]
+        assert "Loaded image" in run(*podman, "load", "-i", str(archive))
+        assert result["config"][7:] in run(*podman, "images", "-q", "--no-trunc")
+    finally:
+        shutil.rmtree(runroot, ignore_errors=True)
     with Containerd(str(tmp_path / "containerd")) as containerd:
         containerd.ctr(
             "-n",
