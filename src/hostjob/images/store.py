@@ -33,6 +33,7 @@ import stat
 import tempfile
 import time
 
+from hostjob import faults
 from hostjob.errors import (
     DigestMismatch,
     ImageError,
@@ -123,6 +124,8 @@ class BlobWriter:
             raise DigestMismatch(f"blob is larger than its declared size {self.limit}")
         self.hasher.update(data)
         self.file.write(data)
+        if self.limit is None or self.count < self.limit:
+            faults.point("pull:mid-blob")  # part of the blob is in its temp file
         if self.on_bytes is not None:
             self.on_bytes(self.count)
 
@@ -277,7 +280,11 @@ class Store:
         with _Lock(self._path("locks", f"blob-{algorithm}-{encoded}.lock")):
             if os.path.exists(path):
                 return False
-            fd, tmp = tempfile.mkstemp(prefix=f".tmp-{encoded[:16]}-", dir=os.path.dirname(path))
+            # Under the blob's lock no other writer of it runs: a temp file of this
+            # digest is what a killed pull left (SPEC §9), removed before we start.
+            prefix = f".tmp-{encoded}-"
+            _remove_stale(os.path.dirname(path), prefix)
+            fd, tmp = tempfile.mkstemp(prefix=prefix, dir=os.path.dirname(path))
             try:
                 with os.fdopen(fd, "wb") as f:
                     writer = BlobWriter(f, algorithm, size, on_bytes)
@@ -326,6 +333,8 @@ class Store:
                 return False
             if os.path.lexists(dest):  # a leftover without layer.json: not a layer
                 shutil.rmtree(dest)
+            # A killed unpack's temp dir (``unpack_to`` names it after the layer).
+            _remove_stale(os.path.dirname(dest), f".tmp-{encoded}-")
 
             def write_meta(tmp: str, stats: unpack.LayerStats) -> None:
                 meta = stats.to_json()
@@ -939,6 +948,13 @@ def _write_json(path: str, data: object) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _remove_stale(folder: str, prefix: str) -> None:
+    """Remove the entries of ``folder`` named ``prefix*`` (temps of a killed writer)."""
+    for entry in _listdir(folder):
+        if entry.startswith(prefix):
+            _remove_path(os.path.join(folder, entry))
 
 
 def _listdir(path: str) -> list[str]:

@@ -35,6 +35,7 @@ import os
 import stat
 import tarfile
 
+from hostjob import faults
 from hostjob.errors import DigestMismatch, HostjobError, UnpackError
 
 TYPE_CHECKING = False
@@ -621,6 +622,7 @@ def extract(
                 raise UnpackError(message) from None
             except OSError as err:
                 raise UnpackError(f"entry {member.name!r}: {err.strerror or err}") from None
+            faults.point("unpack:mid-layer")  # some of the layer's entries are written
         end = getattr(tf, "_hostjob_end", None)
         if end != "eof":
             raise UnpackError(f"tar stream is truncated or corrupt ({end or 'no end marker'})")
@@ -684,7 +686,8 @@ def unpack_to(
     import tempfile
 
     parent, name = os.path.split(dest.rstrip("/"))
-    tmp = tempfile.mkdtemp(prefix=f".tmp-{name[:16]}-", dir=parent)
+    # Named after ``dest`` in full: the store removes a killed unpack's leftover by it.
+    tmp = tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=parent)
     try:
         os.chmod(tmp, 0o700)
         diff = os.path.join(tmp, "diff")
