@@ -110,6 +110,11 @@ class Dir:
             fd, self._fd = self._fd, -1
             os.close(fd)
 
+    # A Dir dropped without close() (a manager made for one question, as
+    # Container.status does) must not keep its fd: the library runs in long-lived
+    # processes, where that was one fd per hierarchy per call.
+    __del__ = close
+
     def read(self, name: str) -> str:
         try:
             return read_at(self._dirfd(), name).decode()

@@ -362,6 +362,10 @@ class Manager:
             self._oom.close()
             self._oom = None
 
+    def __del__(self) -> None:
+        if getattr(self, "_oom", None) is not None:  # the dirs close themselves
+            self.close()
+
     # --- helpers for the implementations --------------------------------------------------
 
     def _check(self, res: Resources | None, available: set[str]) -> None:
