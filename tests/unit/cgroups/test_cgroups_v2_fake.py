@@ -372,7 +372,7 @@ def test_destroy_gives_up_on_unkillable_processes(
     p = spawn()
     m.add(p.pid)
     # As if the process sat in uninterruptible sleep: no signal gets through.
-    monkeypatch.setattr(mgr, "kill", lambda pid, sig: None)
+    monkeypatch.setattr(mgr, "signal_pidfd", lambda fd, pid, sig: None)
     start = time.monotonic()
     with pytest.raises(CgroupError, match=rf"cannot remove cgroup {PATH}: processes \[{p.pid}\]"):
         m.destroy(timeout=0.3)
