@@ -23,6 +23,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(1, str(REPO))  # the harness imports `tests.helpers`
 
 from compat import harness, image  # noqa: E402
 
