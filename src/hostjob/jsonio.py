@@ -64,7 +64,39 @@ def loads(data: bytes | str) -> Any:
     tail = text[end:].lstrip(_WHITESPACE)
     if tail:
         raise ValueError(f"Extra data: {_where(text, len(text) - len(tail))}")
+    refuse_lone_surrogates(text, value)
     return value
+
+
+def refuse_lone_surrogates(text: str | bytes, value: Any) -> None:
+    """ValueError if a string of ``value`` (parsed from ``text``) holds an unpaired
+    UTF-16 surrogate (``"\\ud800"``): JSON lets it through, but no UTF-8 file, path,
+    argument or environment can hold it, so it would fail far from the input.
+
+    Only escapes make one, so documents without ``\\u`` cost one substring search.
+    """
+    found = "\\u" in text if isinstance(text, str) else b"\\u" in text
+    if found:
+        _walk_strings(value)
+
+
+def _walk_strings(value: Any) -> None:
+    if type(value) is str:
+        if not value.isascii():
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                raise ValueError(
+                    f"string {value.encode('utf-8', 'backslashreplace').decode()[:60]!r}"
+                    " holds an unpaired UTF-16 surrogate"
+                ) from None
+    elif type(value) is dict:
+        for key, item in value.items():
+            _walk_strings(key)
+            _walk_strings(item)
+    elif type(value) is list:
+        for item in value:
+            _walk_strings(item)
 
 
 def dumps(value: Any, indent: int | None = None) -> str:

@@ -42,3 +42,14 @@ def test_bad_input_is_value_error(text: str) -> None:
 
 def test_bytes_and_bom() -> None:
     assert jsonio.loads(b'\xef\xbb\xbf{"a": 1}') == {"a": 1}
+
+
+def test_lone_surrogates_are_refused() -> None:
+    """Issue 7 (fuzzing): an escaped unpaired surrogate ("\\udca4") parsed into a string
+    that no UTF-8 state file, path or environment can hold; create then died with a
+    UnicodeEncodeError traceback while writing state.json."""
+    for text in ('"\\ud800"', '{"\\udca4": 1}', '["a", {"b": ["\\udfff"]}]'):
+        with pytest.raises(ValueError, match="unpaired UTF-16 surrogate"):
+            jsonio.loads(text)
+    assert jsonio.loads('"\\ud83d\\ude00"') == "\U0001f600"  # a pair is a character
+    assert jsonio.loads(b'["\\u00e9"]') == ["\u00e9"]
