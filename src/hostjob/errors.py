@@ -30,12 +30,22 @@ turns any ``HostjobError`` into that line on stderr, a logrus-style record in
 from __future__ import annotations
 
 
+def one_line(text: str) -> str:
+    """``text`` with every control character escaped (``\\n``, ``\\x1b``): a message
+    quotes hostile input (a JSON key, a tar entry name) and must stay one line that
+    cannot drive the terminal it is printed on."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class HostjobError(Exception):
     """Base of every error hostjob reports; ``str(err)`` is the user-facing line."""
 
     exit_code = 1
 
     def __init__(self, message: str) -> None:
+        message = one_line(message)
         super().__init__(message)
         self.message = message
 
