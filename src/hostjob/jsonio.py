@@ -64,16 +64,17 @@ def loads(data: bytes | str) -> Any:
     tail = text[end:].lstrip(_WHITESPACE)
     if tail:
         raise ValueError(f"Extra data: {_where(text, len(text) - len(tail))}")
-    refuse_lone_surrogates(text, value)
+    check_strings(text, value)
     return value
 
 
-def refuse_lone_surrogates(text: str | bytes, value: Any) -> None:
-    """ValueError if a string of ``value`` (parsed from ``text``) holds an unpaired
-    UTF-16 surrogate (``"\\ud800"``): JSON lets it through, but no UTF-8 file, path,
-    argument or environment can hold it, so it would fail far from the input.
+def check_strings(text: str | bytes, value: Any) -> None:
+    """ValueError if a string of ``value`` (parsed from ``text``) holds a NUL or an
+    unpaired UTF-16 surrogate (``"\\u0000"``, ``"\\ud800"``): JSON lets both through,
+    but no path, argument, environment entry or UTF-8 file can hold them, so they
+    would fail far from the input (a ValueError traceback from os.stat or encode).
 
-    Only escapes make one, so documents without ``\\u`` cost one substring search.
+    Only escapes make them, so documents without ``\\u`` cost one substring search.
     """
     found = "\\u" in text if isinstance(text, str) else b"\\u" in text
     if found:
@@ -87,9 +88,10 @@ def _walk_strings(value: Any) -> None:
                 value.encode()
             except UnicodeEncodeError:
                 raise ValueError(
-                    f"string {value.encode('utf-8', 'backslashreplace').decode()[:60]!r}"
-                    " holds an unpaired UTF-16 surrogate"
+                    f"string {_shown(value)} holds an unpaired UTF-16 surrogate"
                 ) from None
+        if "\x00" in value:
+            raise ValueError(f"string {_shown(value)} holds a NUL character")
     elif type(value) is dict:
         for key, item in value.items():
             _walk_strings(key)
@@ -97,6 +99,10 @@ def _walk_strings(value: Any) -> None:
     elif type(value) is list:
         for item in value:
             _walk_strings(item)
+
+
+def _shown(value: str) -> str:
+    return repr(value.encode("utf-8", "backslashreplace").decode()[:60])
 
 
 def dumps(value: Any, indent: int | None = None) -> str:

@@ -10,15 +10,15 @@ from hypothesis import strategies as st
 
 from hostjob import jsonio
 
+# Strings a JSON document may carry to hostjob: no NUL, no unpaired surrogate (refused).
+texts = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
 values = st.recursive(
     st.none()
     | st.booleans()
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda children: (
-        st.lists(children, max_size=5) | st.dictionaries(st.text(), children, max_size=5)
-    ),
+    | texts,
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(texts, children, max_size=5),
     max_leaves=30,
 )
 
@@ -53,3 +53,11 @@ def test_lone_surrogates_are_refused() -> None:
             jsonio.loads(text)
     assert jsonio.loads('"\\ud83d\\ude00"') == "\U0001f600"  # a pair is a character
     assert jsonio.loads(b'["\\u00e9"]') == ["\u00e9"]
+
+
+def test_nul_characters_are_refused() -> None:
+    """Issue 7 (fuzzing): root.path "a\\u0000" reached os.stat, whose ValueError
+    ("embedded null byte") came out of create as a traceback."""
+    for text in ('"a\\u0000b"', '{"\\u0000": 1}', '{"root": {"path": ["\\u0000"]}}'):
+        with pytest.raises(ValueError, match="holds a NUL character"):
+            jsonio.loads(text)

@@ -387,11 +387,11 @@ def decode_docker_archive_manifest(data: object) -> list[DockerArchiveEntry]:
 
 
 def parse_json(raw: bytes, what: str) -> object:
-    from hostjob.jsonio import refuse_lone_surrogates
+    from hostjob.jsonio import check_strings
 
     try:
         value = json.loads(raw)
-        refuse_lone_surrogates(raw, value)
+        check_strings(raw, value)
         return value
     except (ValueError, UnicodeDecodeError) as err:
         raise ImageError(f"{what} is not valid JSON: {err}") from None
