@@ -232,7 +232,10 @@ class ContainerRootfs:
             raise MountError(f"{self.target} is already a mount point")
         if os.path.exists(self.rw_dir):
             _rmtree(self.rw_dir)
-        os.makedirs(self.rw_dir, 0o700)
+        from hostjob.images.store import make_dirs
+
+        make_dirs(os.path.dirname(self.rw_dir))  # rw/: never world-writable, whatever the umask
+        os.mkdir(self.rw_dir, 0o700)
         os.mkdir(self.upper, 0o755)
         os.mkdir(self.work, 0o700)
         os.makedirs(self.target, 0o755, exist_ok=True)

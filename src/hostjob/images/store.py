@@ -198,7 +198,7 @@ class Store:
 
     def _ensure_dirs(self) -> None:
         for sub in ("blobs/sha256", "layers/sha256", "containers", "locks"):
-            os.makedirs(self._path(sub), 0o700 if sub == "locks" else 0o755, exist_ok=True)
+            make_dirs(self._path(sub), 0o700 if sub == "locks" else 0o755)
 
     def blob_path(self, digest: str) -> str:
         algorithm, encoded = _split_digest(digest)
@@ -275,7 +275,7 @@ class Store:
         if os.path.exists(path):
             return False
         self._ensure_dirs()
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        make_dirs(os.path.dirname(path))
         algorithm, encoded = _split_digest(digest)
         with _Lock(self._path("locks", f"blob-{algorithm}-{encoded}.lock")):
             if os.path.exists(path):
@@ -326,7 +326,7 @@ class Store:
         if self.has_layer(diff_id):
             return False
         self._ensure_dirs()
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        make_dirs(os.path.dirname(dest))
         algorithm, encoded = _split_digest(diff_id)
         with _Lock(self._path("locks", f"layer-{algorithm}-{encoded}.lock")):
             if self.has_layer(diff_id):
@@ -948,6 +948,22 @@ def _write_json(path: str, data: object) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def make_dirs(path: str, mode: int = 0o755) -> None:
+    """``os.makedirs`` whose every new directory gets exactly ``mode`` (parents 0o755),
+    whatever the umask: makedirs gives parents ``0o777 & ~umask``, world-writable
+    under a umask of 0, and the store's tree must never be."""
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(path)
+    if parent and parent != path:
+        make_dirs(parent)
+    try:
+        os.mkdir(path, mode)
+    except FileExistsError:
+        return
+    os.chmod(path, mode)
 
 
 def _remove_stale(folder: str, prefix: str) -> None:
