@@ -222,6 +222,7 @@ class Container:
         )
         if job.process.terminal and options.console_socket is None:
             raise HostjobError("cannot allocate a tty without --console-socket")
+        _refuse_busy_cgroup(job.cgroups_path)
         lock = store.create(container_id)
         record = Record(
             id=container_id,
@@ -491,6 +492,22 @@ class Container:
         from hostjob.runtime.execute import ExecOptions, exec_process
 
         return exec_process(self, process, options or ExecOptions())
+
+
+def _refuse_busy_cgroup(path: str) -> None:
+    """A job owns its cgroup: teardown (a failed create, delete, kill --all) kills every
+    process in it. A cgroupsPath naming a cgroup that already holds processes (a
+    typo'd ``/system.slice``) would take the host's down with it, so it is refused
+    before anything is made, as runc refuses a non-empty cgroup."""
+    pids = cgroups.open_manager(path).pids()
+    if pids:
+        from hostjob.errors import CgroupError
+
+        shown = ", ".join(map(str, pids[:5])) + (", ..." if len(pids) > 5 else "")
+        raise CgroupError(
+            f"cgroup {path} already holds processes ({shown}): a job container needs a"
+            " cgroup of its own"
+        )
 
 
 def _listen_fds() -> int:

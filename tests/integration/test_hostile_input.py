@@ -1,0 +1,287 @@
+"""Hostile input through the CLI (issue 7, SPEC §9): path traversal in IDs and image
+references is refused, malformed configs get a one-line error and change nothing,
+a job never adopts a cgroup that holds other processes, state and store directories
+are not world-writable, and a non-root user is told what hostjob needs."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.fuzz.chooser import Chooser, mutate
+from tests.fuzz.targets import CONFIG_KEYS, CONFIG_SEED
+from tests.helpers import (
+    CGROUP_ROOT,
+    REPO,
+    Hostjob,
+    base_config,
+    cgroup_dirs,
+    hostjob_cmd,
+    mounts_under,
+    new_id,
+)
+
+BAD_IDS = [
+    "..", ".", "../x", "../../etc", "a/b", "/abs", "x/..", "a" * 1025, "", "a b", "~root",
+    "$(id)", "a\\b", "id\n", "\u00e9", "*", "a:b",
+]  # fmt: skip
+
+VERBS = [
+    ("state",), ("start",), ("kill",), ("delete",), ("delete", "--force"), ("pause",),
+    ("resume",), ("ps",), ("events", "--stats"), ("stats",), ("update", "--pids-limit", "5"),
+    ("exec",),
+]  # fmt: skip
+
+
+def left(hj: Hostjob) -> list[str]:
+    """What the state root holds (nothing when it was never made)."""
+    return os.listdir(hj.root) if hj.root.exists() else []
+
+
+def tree(path: Path) -> list[str]:
+    """Everything under ``path`` but hostjob's log file."""
+    if not path.exists():
+        return []
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.name != "hostjob.log")
+
+
+@pytest.mark.parametrize("bad", BAD_IDS)
+def test_ids_that_try_traversal_are_refused(hj: Hostjob, bundle, tmp_path: Path, bad: str) -> None:
+    b = bundle(base_config("sleep", "300"))
+    (tmp_path / "state").mkdir(exist_ok=True)
+    before = tree(tmp_path)
+    err = hj.fail("create", "--bundle", str(b), bad)
+    assert "invalid container ID" in err or err.startswith("invalid"), err
+    err = hj.fail("run", "--bundle", str(b), bad)
+    assert "invalid container ID" in err, err
+    for verb in VERBS:
+        extra = ("true",) if verb == ("exec",) else ()
+        result = hj(*verb, bad, *extra)
+        if verb == ("delete", "--force") and result.returncode == 0:
+            continue  # runc: an unknown ID with --force exits 0
+        assert result.returncode == 1, (verb, result)
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert tree(tmp_path) == before
+    assert left(hj) == []
+
+
+def test_image_references_that_try_traversal_are_refused(tmp_path: Path) -> None:
+    """Names go into the store's index and container records, never into paths unchecked."""
+    from hostjob.errors import HostjobError
+    from hostjob.images import reference as refs
+    from hostjob.images.store import Store
+
+    store = Store(str(tmp_path / "store"))
+    hostile = [
+        "../../etc/passwd", "docker://../x", "localhost/../x:tag", "a/../../b:tag",
+        "busybox@sha256:../../../etc/passwd", "busybox@sha256:" + "g" * 64, "a//b", "/abs/name",
+        "x:../../tag", "docker://localhost:5000/a/./b", "busybox:" + "t" * 200, "\x00",
+    ]  # fmt: skip
+    for ref in hostile:
+        with pytest.raises(HostjobError) as info:
+            refs.parse(ref)
+        assert "\n" not in str(info.value)
+        with pytest.raises(HostjobError):
+            store.pull(ref)
+    for container_id in ("..", "../x", "a/b", ".", ""):
+        with pytest.raises(HostjobError):
+            store.register_container(container_id, "busybox")
+        with pytest.raises(HostjobError):
+            store.rw_dir(container_id)
+    assert [p for p in tree(tmp_path) if not p.startswith("store")] == []
+
+
+def test_cli_image_commands_refuse_traversal(tmp_path: Path) -> None:
+    """Through the CLI's image verbs when this build has them (pull, run IMAGE)."""
+    probe = subprocess.run([*hostjob_cmd(), "pull", "--help"], capture_output=True, check=False)
+    store = tmp_path / "store"
+    verbs = [["pull", "--store", str(store)]] if probe.returncode == 0 else []
+    for verb in verbs:
+        for ref in ("../../etc/passwd", "localhost/../x:tag", "busybox@sha256:../../x"):
+            done = subprocess.run(
+                [*hostjob_cmd(), *verb, ref], capture_output=True, text=True, check=False
+            )
+            assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done
+            assert "Traceback" not in done.stderr
+    assert not (tmp_path / "etc").exists()
+
+
+# --- malformed configs through `create` ---------------------------------------------------
+
+
+def _config(data: bytes, tmp_path: Path) -> dict:  # type: ignore[type-arg]
+    seed = json.loads(json.dumps(CONFIG_SEED))
+    seed["windows"]["jobContainer"]["rootfsMountPoint"] = str(tmp_path / "mp")
+    seed["linux"]["cgroupsPath"] = "/hostjob/" + tmp_path.name[-12:]
+    seed["mounts"][0]["source"] = str(tmp_path)
+    seed["process"]["args"] = ["sleep", "300"]
+    return mutate(seed, Chooser(data), CONFIG_KEYS)  # type: ignore[no-any-return]
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.binary(min_size=1, max_size=64))
+def test_mutated_configs_through_create(hj: Hostjob, bundle, tmp_path: Path, data: bytes) -> None:
+    """Whatever the config, create exits 0 or 1 with one line; delete --force then
+    leaves no state, cgroup or mount, and nothing was written outside the bundle."""
+    config = _config(data, tmp_path)
+    b = bundle(base_config())
+    (b / "config.json").write_text(json.dumps(config))
+    cid = new_id("hx")
+    result = hj("create", "--bundle", str(b), cid, timeout=60)
+    assert result.returncode in (0, 1), result
+    assert "Traceback" not in result.stderr
+    if result.returncode:
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    hj("delete", "--force", cid)
+    assert not (hj.root / cid).exists()
+    assert cgroup_dirs(f"/hostjob/{cid}") == []
+    linux = config.get("linux") if isinstance(config, dict) else None
+    path = linux.get("cgroupsPath") if isinstance(linux, dict) else None
+    if isinstance(path, str) and path.startswith("/") and ".." not in path and path.strip("/"):
+        assert cgroup_dirs(path) == [], f"cgroup {path} left"
+    assert mounts_under(str(tmp_path / "mp")) == []
+
+
+def test_config_with_a_lone_surrogate(hj: Hostjob, bundle) -> None:
+    """Regression (fuzzer): an escaped unpaired surrogate crashed create with a traceback."""
+    config = base_config("sleep", "300")
+    config["process"]["env"].append("A=\udca4")
+    b = bundle(config)
+    (b / "config.json").write_text(json.dumps(config))  # ensure_ascii: "\udca4" escaped
+    cid = new_id()
+    err = hj.fail("create", "--bundle", str(b), cid)
+    assert "unpaired UTF-16 surrogate" in err
+    assert left(hj) == []
+
+
+# --- a job never adopts a busy cgroup ----------------------------------------------------
+
+
+def test_busy_cgroup_is_refused_and_its_processes_live(hj: Hostjob, bundle) -> None:
+    """Regression: cgroupsPath naming a cgroup that holds processes, plus a create that
+    fails later (a missing program), killed every process in it and removed it."""
+    name = new_id("victim")
+    made = []
+    for hierarchy in os.listdir(CGROUP_ROOT):
+        top = os.path.join(CGROUP_ROOT, hierarchy)
+        if os.path.islink(top) or not os.path.isdir(top):
+            continue
+        try:
+            os.mkdir(os.path.join(top, name))
+            made.append(os.path.join(top, name))
+        except OSError:
+            pass
+    victim = subprocess.Popen(["sleep", "300"])
+    try:
+        for path in made:
+            try:
+                Path(path, "cgroup.procs").write_text(str(victim.pid))
+            except OSError:
+                pass
+        for args in (["/nonexistent"], ["sleep", "300"]):
+            config = base_config(*args)
+            config["linux"] = {"cgroupsPath": f"/{name}"}
+            b = bundle(config, name=f"bundle-{len(args)}")
+            err = hj.fail("create", "--bundle", str(b), new_id())
+            assert f"cgroup /{name} already holds processes ({victim.pid})" in err, err
+        time.sleep(0.1)
+        assert victim.poll() is None, "a process of the busy cgroup was killed"
+        assert all(os.path.isdir(p) for p in made), "the busy cgroup was removed"
+        assert left(hj) == []
+    finally:
+        victim.kill()
+        victim.wait()
+        for path in made:
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+
+
+# --- permissions ---------------------------------------------------------------------------
+
+
+def test_state_directories_are_private(hj: Hostjob, bundle) -> None:
+    b = bundle(base_config("sleep", "300"))
+    cid = new_id()
+    hj.ok("create", "--bundle", str(b), cid)
+    for path in (hj.root, hj.root / cid):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
+    for entry in (hj.root / cid).iterdir():
+        assert not entry.stat().st_mode & 0o002, f"{entry} is world-writable"
+    hj.ok("delete", "--force", cid)
+
+
+def test_world_writable_state_root_is_refused(hj: Hostjob, bundle) -> None:
+    hj.root.mkdir(parents=True, exist_ok=True)
+    hj.root.chmod(0o777)
+    b = bundle(base_config("sleep", "300"))
+    err = hj.fail("create", "--bundle", str(b), new_id())
+    assert "world-writable" in err
+    assert os.listdir(hj.root) == []
+    hj.root.chmod(0o700)
+
+
+def test_store_directories_are_not_world_writable(tmp_path: Path) -> None:
+    from hostjob.images.store import Store
+    from tests.fixtures.images import write_layout
+    from tests.fixtures.tars import entry, make_tar
+
+    layout = str(tmp_path / "layout")
+    write_layout(layout, [make_tar([entry("a/b", data=b"x"), entry("c", "dir", mode=0o777)])])
+    old = os.umask(0)  # the worst umask a caller can have
+    try:
+        store = Store(str(tmp_path / "store"))
+        store.pull(f"oci:{layout}")
+    finally:
+        os.umask(old)
+    loose = [] if not (tmp_path / "store").stat().st_mode & 0o002 else ["store"]
+    for dirpath, dirnames, filenames in os.walk(tmp_path / "store"):
+        if os.path.basename(dirpath) == "diff":
+            dirnames.clear()  # the image's own tree keeps the image's modes
+            continue
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            if os.lstat(path).st_mode & 0o002 and not os.path.islink(path):
+                loose.append(path)
+    assert loose == []
+
+
+def _as_nobody(*args: str, root: Path) -> subprocess.CompletedProcess[str]:
+    """hostjob run as uid/gid 65534 with the repository's sources (readable by all)."""
+    python = "/usr/bin/python3"  # Debian's: reachable by every user
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONPATH": str(REPO / "src")}
+    argv = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+    argv += [python, "-m", "hostjob", "--root", str(root), *args]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False)
+
+
+def test_non_root_gets_a_clear_error(tmp_path: Path, bundle) -> None:
+    for directory in (REPO, *REPO.parents):
+        if not os.stat(directory).st_mode & 0o005:
+            pytest.fail(f"{directory} is not readable by others; cannot run as nobody")
+    b = bundle(base_config("sleep", "300"))
+    root = tmp_path / "state"
+    for verb in (
+        ["create", "--bundle", str(b), "x1"], ["run", "--bundle", str(b), "x1"], ["state", "x1"],
+        ["list"], ["kill", "x1"], ["delete", "x1"], ["start", "x1"], ["exec", "x1", "true"],
+        ["ps", "x1"], ["pause", "x1"], ["events", "--stats", "x1"], ["update", "x1"],
+    ):  # fmt: skip
+        done = _as_nobody(*verb, root=root)
+        assert done.returncode == 1, (verb, done)
+        assert done.stderr.strip() == f"hostjob {verb[0]} needs root (euid 0): run it as root"
+    assert _as_nobody("spec", "--bundle", str(tmp_path / "nobody"), root=root).returncode in (0, 1)
+    assert _as_nobody("features", root=root).returncode == 0
+    assert not root.exists()
