@@ -28,12 +28,19 @@ COMMAND = Command(
             "one entrypoint word (repeat for more), or a JSON array of words",
             metavar="arg",
         ),
-        Option("cmd", LIST, "one cmd word (repeat for more), or a JSON array of words"),
+        Option(
+            "cmd", LIST, "one cmd word (repeat for more), or a JSON array of words", metavar="arg"
+        ),
         Option("env,e", LIST, "an environment variable K=V (repeatable)", metavar="K=V"),
         Option("workdir", VALUE, "the image's working directory", metavar="dir"),
         Option("label", LIST, "a label K=V (repeatable)", metavar="K=V"),
         Option("user", VALUE, "the image's user (uid[:gid] or name)", metavar="user"),
-        Option("base", VALUE, "stack the layer on this image (store name or oci:/archive ref)"),
+        Option(
+            "base",
+            VALUE,
+            "stack the layer on this image (store name or oci:/archive ref)",
+            metavar="image",
+        ),
         Option("keep-owner", FLAG, "keep files' owners (default: everything 0:0)"),
         STORE_OPTION,
     ),
