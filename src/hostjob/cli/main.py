@@ -143,10 +143,20 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(err)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `hostjob images | head`: the reader left; nothing to say (as SIGPIPE would).
+        _silence_stdout()
+        return 128 + 13
     except OSError as err:
         if glob.debug:
             raise
         return _fail(HostjobError(_os_error_text(err)))
+
+
+def _silence_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _os_error_text(err: OSError) -> str:
