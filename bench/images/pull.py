@@ -1,11 +1,13 @@
 """Pull+unpack from a local registry: hostjob vs ``skopeo copy`` + ``umoci unpack`` vs
 ``ctr images pull`` (when containerd can be started).
 
-    PYTHONPATH=src:. python bench/images/pull.py [--mb 100] [--layers 4] [--rounds 2]
+    python3 bench/images/pull.py [--mb 100] [--layers 4] [--rounds 2]
 
 Builds a multi-layer image (about ``--mb`` MB, 10k files, some whiteouts), pushes it
 to ``docker-registry`` on 127.0.0.1, then times each client pulling it into a fresh
-store. Prints the best of ``--rounds`` and each one's ratio to hostjob.
+store, rounds interleaved (the order rotates every round). Prints the best of
+``--rounds`` for each and hostjob's time over each one's (target: at most 0.7 of
+``ctr images pull``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import unpack as unpack_bench
 from tests.fixtures.registry import DockerRegistry, skopeo_copy
@@ -153,17 +157,17 @@ def main() -> None:
             ref = f"{reg.host}/bench/image:v1"
             skopeo_copy(f"oci:{layout}:bench", f"docker://{ref}", "--dest-tls-verify=false")
             results: dict[str, float] = {}
+            clients: dict[str, object] = {
+                "hostjob pull": lambda out: Store(out).pull(ref, plain_http=True)
+            }
 
-            def timed(name: str, fn: object) -> None:
-                for i in range(args.rounds):
-                    out = os.path.join(work, f"{name.split()[0]}-{i}")
-                    subprocess.run(["sync"], check=True)
-                    start = time.perf_counter()
-                    fn(out)  # type: ignore[operator]
-                    elapsed = time.perf_counter() - start
-                    results[name] = min(results.get(name, float("inf")), elapsed)
-
-            timed("hostjob pull", lambda out: Store(out).pull(ref, plain_http=True))
+            def timed(name: str, i: int) -> None:
+                out = os.path.join(work, f"{name.split()[0]}-{i}")
+                subprocess.run(["sync"], check=True)
+                start = time.perf_counter()
+                clients[name](out)  # type: ignore[operator]
+                elapsed = time.perf_counter() - start
+                results[name] = min(results.get(name, float("inf")), elapsed)
 
             def skopeo_umoci(out: str) -> None:
                 subprocess.run(
@@ -185,7 +189,7 @@ def main() -> None:
                 )
 
             if shutil.which("umoci"):
-                timed("skopeo copy + umoci unpack", skopeo_umoci)
+                clients["skopeo copy + umoci unpack"] = skopeo_umoci
             with Containerd(work) as containerd:
                 if containerd is not None:
                     counter = iter(range(1000))
@@ -194,11 +198,20 @@ def main() -> None:
                         ns = f"bench{next(counter)}"
                         containerd.ctr("-n", ns, "images", "pull", "--plain-http", ref)
 
-                    timed("ctr images pull", ctr_pull)
+                    clients["ctr images pull"] = ctr_pull
+                order = list(clients)
+                for i in range(args.rounds):
+                    for name in order:
+                        timed(name, i)
+                    order = order[1:] + order[:1]
         base = results["hostjob pull"]
         print(f"image: {args.layers} layers, ~{args.mb} MB uncompressed, 10k files")
         for name, seconds in results.items():
             print(f"{name:28} {seconds:7.3f} s   hostjob/this = {base / seconds:5.2f}")
+        if "ctr images pull" in results:
+            ratio = base / results["ctr images pull"]
+            verdict = "met" if ratio <= 0.7 else "NOT met"
+            print(f"hostjob/ctr = {ratio:.2f} (target <= 0.7: {verdict})")
     finally:
         unmount_under(work)
         shutil.rmtree(work, ignore_errors=True)

@@ -179,6 +179,7 @@ class JobConfig(Model):
         "bundle",
         "cgroups_path",
         "hooks",
+        "image",
         "inherit_user",
         "mount_mode",
         "mount_point",
@@ -203,6 +204,7 @@ class JobConfig(Model):
     resources_json: dict[str, Any] | None  # linux.resources, decoded by resources()
     annotations: dict[str, str]
     inherit_user: bool
+    image: str | None  # hostjob run IMAGE: the image's name in the store
     FIELDS = (
         ("ociVersion", "oci_version", string),
         ("bundle", "bundle", string),
@@ -218,6 +220,7 @@ class JobConfig(Model):
         ("resources", "resources_json", json_object),
         ("annotations", "annotations", string_map),
         ("inheritUser", "inherit_user", boolean),
+        ("image", "image", string),
     )
 
     def hooks_for(self, point: str) -> list[Hook]:

@@ -36,6 +36,13 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "update": ("update", "change the job's limits live", True),
     "events": ("events", "stream the job's stats and OOM events (JSON lines)", True),
     "stats": ("stats", "a readable view of the job's usage and limits", True),
+    "pull": ("pull", "pull an image from a registry into the image store", True),
+    "images": ("images", "list the images in the store", True),
+    "inspect": ("inspect", "show an image's manifest, config and layers (JSON)", True),
+    "import": ("import_", "import an oci:, oci-archive: or docker-archive: image", True),
+    "rmi": ("rmi", "remove images and what only they use", True),
+    "prune": ("prune", "remove blobs and layers no image or container uses", True),
+    "pack": ("pack", "make a one-layer OCI image from a directory (no root needed)", False),
     "spec": ("spec", "write a job-container config.json template", False),
     "features": ("features", "show what this runtime supports", False),
     "checkpoint": ("unsupported", "not supported by job containers", False),
@@ -136,10 +143,20 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(err)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `hostjob images | head`: the reader left; nothing to say (as SIGPIPE would).
+        _silence_stdout()
+        return 128 + 13
     except OSError as err:
         if glob.debug:
             raise
         return _fail(HostjobError(_os_error_text(err)))
+
+
+def _silence_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _os_error_text(err: OSError) -> str:

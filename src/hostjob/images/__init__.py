@@ -19,7 +19,7 @@ Modules, one concern each::
 Library verbs for the CLI (each returns plain JSON-able data)::
 
     from hostjob.images.store import Store
-    store = Store(root=None)                     # default /var/lib/hostjob (--store)
+    store = Store(root=None)                     # default $HOSTJOB_STORE, else /var/lib/hostjob
     store.pull(ref, *, name=None, platform=None, creds=None, tls_verify=True,
                plain_http=False, docker_config=None, progress=None) -> dict
     store.import_archive(ref, **same) -> dict    # oci:, oci-archive:, docker-archive:

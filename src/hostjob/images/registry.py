@@ -360,7 +360,7 @@ class RegistryClient:
                     )
                     response = self.client.send(request, stream=stream)
                 except httpx.TransportError as err:
-                    raise RegistryError(f"{self.host}: {_one_line(err)}") from err
+                    raise RegistryError(f"{self.host}: {_one_line(err)}{_hint(err)}") from err
                 if (
                     response.status_code in (301, 302, 303, 307, 308)
                     and "location" in response.headers
@@ -548,6 +548,16 @@ class RegistryClient:
 def _one_line(err: BaseException) -> str:
     text = " ".join(str(err).split()) or type(err).__name__
     return text[:300]
+
+
+def _hint(err: BaseException) -> str:
+    """What to try when TLS meets a plain-HTTP registry (or a self-signed one)."""
+    text = str(err)
+    if "WRONG_VERSION_NUMBER" in text or "wrong version number" in text:
+        return " (the registry speaks plain HTTP? use --plain-http)"
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return " (a self-signed registry? use --tls-verify=false)"
+    return ""
 
 
 def _transient(err: RegistryError) -> bool:

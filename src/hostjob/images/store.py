@@ -1,4 +1,4 @@
-"""The content-addressed image store (default ``/var/lib/hostjob``).
+"""The content-addressed image store (default ``$HOSTJOB_STORE``, else ``/var/lib/hostjob``).
 
 Layout::
 
@@ -54,6 +54,14 @@ if TYPE_CHECKING:
     from hostjob.images.sources import Source
 
 DEFAULT_ROOT = "/var/lib/hostjob"
+STORE_ENV = "HOSTJOB_STORE"
+
+
+def default_root() -> str:
+    """The store when none is given: ``$HOSTJOB_STORE``, else ``/var/lib/hostjob``."""
+    return os.environ.get(STORE_ENV) or DEFAULT_ROOT
+
+
 IMAGES_VERSION = 1
 PULL_WORKERS = 3
 
@@ -189,7 +197,7 @@ class Store:
     __slots__ = ("root",)
 
     def __init__(self, root: str | None = None) -> None:
-        self.root = os.path.abspath(root or DEFAULT_ROOT)
+        self.root = os.path.abspath(root or default_root())
 
     # --- paths ------------------------------------------------------------------------
 
@@ -398,6 +406,11 @@ class Store:
 
         self._update_images(change)
         return name
+
+    def lookup(self, name: str) -> tuple[list[str], str]:
+        """``(names, manifest digest)`` of a stored image, read from the names alone (a
+        broken image is found too); ``ImageNotFound`` when there is none."""
+        return self._lookup(name)
 
     def _lookup(self, name: str) -> tuple[list[str], str]:
         """``(names, manifest digest)`` for a name, a digest or an image-ID prefix."""
@@ -740,9 +753,12 @@ class Store:
         the archive, or ``localhost/<file name>:<tag>``. Returns the ``images()`` row
         plus ``layers_unpacked``/``blobs_fetched`` counts.
         """
+        from hostjob.images import platforms
         from hostjob.images.sources import open_source
 
         parsed = refs.parse(ref)
+        if platform:
+            platforms.parse(platform)  # a bad --platform fails before any network
         source = open_source(
             parsed,
             platform=platform,

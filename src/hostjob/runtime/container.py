@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from hostjob.config import JobConfig, ProcessConfig
+    from hostjob.images.store import ResolvedImage
     from hostjob.runtime.execute import ExecOptions
     from hostjob.runtime.init import Child
     from hostjob.spec import runtime as wire
@@ -70,9 +71,18 @@ def stop_grace() -> float:
 
 
 class CreateOptions:
-    """How ``create`` is asked to start the container process (runc's create flags)."""
+    """How ``create`` is asked to start the container process (runc's create flags),
+    and for ``hostjob run IMAGE`` the image whose overlay becomes the rootfs."""
 
-    __slots__ = ("console_socket", "pid_file", "preserve_fds", "systemd_cgroup")
+    __slots__ = (
+        "bundle_config",
+        "console_socket",
+        "image",
+        "image_store",
+        "pid_file",
+        "preserve_fds",
+        "systemd_cgroup",
+    )
 
     def __init__(
         self,
@@ -80,11 +90,17 @@ class CreateOptions:
         console_socket: str | int | None = None,
         preserve_fds: int = 0,
         systemd_cgroup: bool = False,
+        image: ResolvedImage | None = None,
+        image_store: str | None = None,
+        bundle_config: dict[str, Any] | None = None,
     ) -> None:
         self.pid_file = pid_file
         self.console_socket = console_socket
         self.preserve_fds = preserve_fds
         self.systemd_cgroup = systemd_cgroup
+        self.image = image
+        self.image_store = image_store
+        self.bundle_config = bundle_config  # written as <state dir>/config.json
 
 
 class Container:
@@ -243,11 +259,15 @@ class Container:
             manager = cgroups.open_manager(job.cgroups_path)
             manager.create(job.resources())
             faults.point("create:after-cgroup")
-            container._prepare_rootfs()
+            container._prepare_rootfs(options)
             faults.point("create:after-mount")
             fifo = store.fifo(container_id)
-            os.mkfifo(fifo, 0o622)
-            setup = init.ChildSetup(resolve.plan(job, job.process), manager.procs_files())
+            # Only root may write the start byte (the process opens the read end as root).
+            os.mkfifo(fifo, 0o600)
+            plan = resolve.plan(job, job.process)
+            if options.image is not None and plan.user.uid != 0:
+                store.open_for_user(container_id)
+            setup = init.ChildSetup(plan, manager.procs_files())
             setup.fifo = fifo
             setup.console = options.console_socket
             listen = _listen_fds()
@@ -284,10 +304,20 @@ class Container:
         assert child is not None
         return container, child
 
-    def _prepare_rootfs(self) -> None:
+    def _prepare_rootfs(self, options: CreateOptions) -> None:
         from hostjob.runtime import mounts
 
         job = self.config
+        if options.bundle_config is not None:
+            from hostjob import jsonio
+
+            path = os.path.join(self.store.dir(self.id), "config.json")
+            with open(path, "w") as f:
+                f.write(jsonio.dumps(options.bundle_config, 2) + "\n")
+        if options.image is not None:
+            mounts.mount_image(
+                self.id, job, options.image, options.image_store or "", self._record_change
+            )
         if job.mount_mode == "bind":
             mounts.prepare_bind(job, self._record_change, self._adopt_shared_path)
         else:

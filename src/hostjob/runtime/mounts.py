@@ -28,14 +28,35 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from hostjob.config import JobConfig
+    from hostjob.images.store import ResolvedImage
 
 
 # The undo log: (kind, path) entries, recorded before each change and undone in
-# reverse order at delete. Kinds: a mount, a path hostjob created, and an empty
-# directory of the image that a volume link replaced (put back afterwards).
+# reverse order at delete. Kinds: a mount, a path hostjob created (or a whole tree),
+# and an empty directory of the image that a volume link replaced (put back).
 UNMOUNT = "unmount"
 REMOVE = "remove"
+REMOVE_TREE = "remove-tree"  # a directory and all it holds (an overlay's upper/work dirs)
 RESTORE_DIR = "restore-dir"
+
+
+def mount_image(
+    container_id: str,
+    job: JobConfig,
+    image: ResolvedImage,
+    store_root: str,
+    record: Callable[[str, str], None],
+) -> None:
+    """``hostjob run IMAGE``: the image's overlay (a fresh writable layer over its
+    layers, registered with the store so prune keeps them) at the rootfs path."""
+    from hostjob.images.store import Store
+
+    store = Store(store_root)
+    rw_dir = store.rw_dir(container_id)
+    record(REMOVE_TREE, rw_dir)
+    record(REMOVE, os.path.join(store.root, "containers", f"{container_id}.json"))
+    record(UNMOUNT, job.rootfs)
+    store.mount_container(container_id, image, job.rootfs, rw_dir=rw_dir)
 
 
 def prepare_host(job: JobConfig, record: Callable[[str, str], None]) -> None:
@@ -189,6 +210,10 @@ def undo(entries: list[list[str]]) -> None:
     for kind, path in reversed(entries):
         if kind == UNMOUNT:
             _unmount_all(path)
+        elif kind == REMOVE_TREE:
+            from hostjob.runtime.store import remove_tree
+
+            remove_tree(path)
         elif kind == RESTORE_DIR:
             try:
                 os.mkdir(path, 0o755)  # put back the empty directory a volume link replaced

@@ -111,15 +111,26 @@ class StateStore:
         return os.path.join(self.dir(container_id), FIFO_NAME)
 
     def _ensure_root(self) -> None:
+        # 0711: nobody else may list or write it, but a container running as another
+        # user can reach its image rootfs below it (see ``open_for_user``).
         try:
-            os.makedirs(self.root, 0o700, exist_ok=True)
+            os.makedirs(self.root, 0o711, exist_ok=True)
         except PermissionError:
             raise PermissionDenied(
                 f"cannot create the state directory {self.root}: hostjob needs root"
             ) from None
         st = os.stat(self.root)
-        if st.st_mode & 0o002:
-            raise PermissionDenied(f"state directory {self.root} is world-writable; refusing it")
+        if st.st_mode & 0o022:
+            raise PermissionDenied(
+                f"state directory {self.root} is writable by others; refusing it"
+            )
+        if st.st_mode & 0o011 != 0o011 and st.st_uid == os.geteuid():
+            os.chmod(self.root, (st.st_mode & 0o777) | 0o011)
+
+    def open_for_user(self, container_id: str) -> None:
+        """Let a container's non-root user traverse its directory (0711) to reach the
+        image rootfs mounted below it; the state files themselves stay 0600."""
+        os.chmod(self.dir(container_id), 0o711)
 
     def create(self, container_id: str) -> Lock:
         """Make the container's directory and lock it; the ID must be new."""
@@ -262,6 +273,18 @@ def _unmount_under(path: str) -> None:
             except OSError as err:
                 if err.errno not in (errno.EINVAL, errno.ENOENT):
                     raise
+
+
+def remove_tree(path: str) -> None:
+    """rm -rf ``path`` without crossing into a mount below it; a missing path is fine."""
+    try:
+        device = os.lstat(path).st_dev
+    except FileNotFoundError:
+        return
+    if os.path.isdir(path) and not os.path.islink(path):
+        _remove_tree(path, device)
+    else:
+        os.unlink(path)
 
 
 def _remove_tree(path: str, device: int) -> None:

@@ -1,14 +1,25 @@
 """``hostjob run``: create, start, wait for and delete a container.
 
-``hostjob run [flags] ID`` runs a bundle (``--bundle``, default the current
-directory), as ``runc run`` does.
+Two forms, told apart by their arguments:
+
+* ``hostjob run [--bundle DIR] ID`` runs a bundle, exactly as ``runc run`` does
+  (the bundle defaults to the current directory);
+* ``hostjob run [flags] IMAGE [ARG...]`` runs a job container of an image, as
+  ``podman run`` does: pulled or imported into the store if needed, its overlay
+  mounted, its config built from the image and the flags.
+
+The bundle form is taken when ``--bundle`` is given, or when the one argument is
+a valid container ID and ``./config.json`` exists (runc's default bundle).
 """
 
 from __future__ import annotations
 
+import os
+
 from hostjob import config
-from hostjob.cli.args import FLAG, Command, Option
+from hostjob.cli.args import FLAG, INT, LIST, VALUE, Command, Option
 from hostjob.cli.commands.create import CREATE_OPTIONS
+from hostjob.errors import InvalidArgument
 from hostjob.runtime.container import CreateOptions
 from hostjob.runtime.run import run as run_container
 from hostjob.runtime.store import validate_id
@@ -18,33 +29,135 @@ if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context
 
+RUNC_OPTIONS = (
+    *(o for o in CREATE_OPTIONS if o.dest != "bundle"),
+    Option("bundle,b", VALUE, "bundle directory (the runc form: `run ID`)"),
+    Option("detach,d", FLAG, "return once the program runs"),
+    Option("keep", FLAG, "do not delete the container after it exits (bundle form)"),
+    Option("no-subreaper", FLAG, "do not adopt the job's orphaned processes"),
+)
+IMAGE_OPTIONS = (
+    Option("name", VALUE, "container ID (default: a random one)"),
+    Option("rm", FLAG, "delete the container (mounts, writable layer, job) when it exits"),
+    Option("tty,t", FLAG, "give the program a terminal"),
+    Option("interactive,i", FLAG, "accepted for podman compatibility (stdin is always passed)"),
+    Option("env,e", LIST, "KEY=VALUE (or KEY: the launcher's value); repeatable"),
+    Option("env-file", LIST, "a file of KEY=VALUE lines; repeatable"),
+    Option("user,u", VALUE, "uid[:gid] or a user name (default: the image's User, else you)"),
+    Option("cwd,workdir,w", VALUE, "working directory (default: the image's WorkingDir)"),
+    Option("entrypoint", VALUE, "the program: a path, or a JSON array of words"),
+    Option("memory,m", VALUE, "memory limit (e.g. 512m)"),
+    Option("cpus", VALUE, "CPU limit in CPUs (e.g. 1.5)"),
+    Option("pids-limit", INT, "maximum number of processes"),
+    Option("mount-point", VALUE, "where the image appears (host mode: bound on the host)"),
+    Option("mount-mode", VALUE, "host (default) or bind (a private mount namespace)"),
+    Option("volume,v", LIST, "SRC:DST[:ro]; repeatable"),
+    Option("annotation", LIST, "KEY=VALUE annotation; repeatable"),
+    Option("pull", VALUE, "always, missing (default) or never", default="missing"),
+    Option("store", VALUE, "image store (default $HOSTJOB_STORE or /var/lib/hostjob)"),
+    Option("platform", VALUE, "os/arch[/variant] to pick from a multi-arch image"),
+    Option("creds", VALUE, "user:password for the registry"),
+    Option("tls-verify", FLAG, "verify the registry's TLS certificate", default=True),
+    Option("plain-http", FLAG, "talk HTTP to the registry"),
+    Option("quiet,q", FLAG, "no pull progress"),
+)
 COMMAND = Command(
     "run",
-    "Create and run a container from a bundle; exit with its program's status.",
-    options=(
-        *CREATE_OPTIONS,
-        Option("detach,d", FLAG, "return once the program runs"),
-        Option("keep", FLAG, "do not delete the container after it exits"),
-        Option("no-subreaper", FLAG, "do not adopt the job's orphaned processes"),
-    ),
-    positionals=("container_id",),
+    "Run a container: `run [--bundle DIR] ID` (a bundle, as runc does) or"
+    " `run [flags] IMAGE [ARG...]` (a job container of an image, as podman does).",
+    options=(*RUNC_OPTIONS, *IMAGE_OPTIONS),
+    positionals=("target",),
+    rest="args",
 )
+
+_IMAGE_ONLY = tuple(o.dest for o in IMAGE_OPTIONS if o.dest not in ("pull", "tls_verify"))
+
+
+def _bundle_form(args: Args) -> bool:
+    if args.bundle is not None:
+        return True
+    if args.args or any(getattr(args, dest) for dest in _IMAGE_ONLY):
+        return False
+    try:
+        validate_id(args.target)
+    except InvalidArgument:
+        return False
+    return os.path.exists("config.json")
+
+
+def _create_options(args: Args, ctx: Context) -> CreateOptions:
+    return CreateOptions(
+        pid_file=args.pid_file,
+        console_socket=args.console_socket,
+        preserve_fds=args.preserve_fds,
+        systemd_cgroup=ctx.systemd_cgroup,
+    )
 
 
 def run(args: Args, ctx: Context) -> int:
-    container_id = validate_id(args.container_id)
-    job = config.load_bundle(args.bundle, container_id)
-    return run_container(
-        container_id,
-        job,
+    if _bundle_form(args):
+        container_id = validate_id(args.target)
+        job = config.load_bundle(args.bundle or ".", container_id)
+        return run_container(
+            container_id,
+            job,
+            root=ctx.root,
+            options=_create_options(args, ctx),
+            detach=args.detach,
+            keep=args.keep,
+            subreaper=not args.no_subreaper,
+        )
+    return _run_image(args, ctx)
+
+
+def _run_image(args: Args, ctx: Context) -> int:
+    from hostjob.images.runspec import RunFlags
+    from hostjob.runtime.run import run_image
+    from hostjob.units import parse_size
+
+    if args.mount_mode not in (None, "host", "bind"):  # before anything is pulled
+        raise InvalidArgument(f"--mount-mode {args.mount_mode!r}: expected host or bind")
+    cpus = None
+    if args.cpus is not None:
+        try:
+            cpus = float(args.cpus)
+        except ValueError:
+            raise InvalidArgument(f"--cpus {args.cpus!r} is not a number") from None
+    flags = RunFlags(
+        args=args.args,
+        entrypoint=args.entrypoint,
+        env=args.env,
+        env_files=args.env_file,
+        user=args.user,
+        cwd=args.cwd,
+        tty=args.tty,
+        memory=parse_size(args.memory, "--memory") if args.memory else None,
+        cpus=cpus,
+        pids_limit=args.pids_limit,
+        mount_point=args.mount_point,
+        mount_mode=args.mount_mode,
+        volumes=args.volume,
+        annotations=args.annotation,
+    )
+    container_id, code = run_image(
+        args.target,
+        flags,
         root=ctx.root,
-        options=CreateOptions(
-            pid_file=args.pid_file,
-            console_socket=args.console_socket,
-            preserve_fds=args.preserve_fds,
-            systemd_cgroup=ctx.systemd_cgroup,
-        ),
+        store_root=args.store or os.environ.get("HOSTJOB_STORE"),
+        name=args.name,
+        pull=args.pull,
+        pull_options={
+            "platform": args.platform,
+            "creds": args.creds,
+            "tls_verify": args.tls_verify,
+            "plain_http": args.plain_http,
+        },
+        quiet=args.quiet,
+        options=_create_options(args, ctx),
         detach=args.detach,
-        keep=args.keep,
+        remove=args.rm,
         subreaper=not args.no_subreaper,
     )
+    if args.detach:
+        print(container_id)
+    return code

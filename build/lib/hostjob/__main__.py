@@ -1,7 +1,0 @@
-from __future__ import annotations
-
-import sys
-
-from hostjob.cli.main import main
-
-sys.exit(main())

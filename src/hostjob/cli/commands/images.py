@@ -1,0 +1,52 @@
+"""``hostjob images``: the images in the store (a table, JSON, or IDs)."""
+
+from __future__ import annotations
+
+from hostjob.cli.args import FLAG, VALUE, Command, Option
+from hostjob.cli.render import STORE_OPTION, ago, human_size, open_store, short_id, table, to_json
+from hostjob.errors import InvalidArgument
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hostjob.cli.args import Args
+    from hostjob.cli.main import Context
+
+COMMAND = Command(
+    "images",
+    "List the images in the store: NAME, ID, SIZE (compressed layers), CREATED, PLATFORM.",
+    options=(
+        STORE_OPTION,
+        Option("format,f", VALUE, "table or json", default="table"),
+        Option("quiet,q", FLAG, "print only the (short) image IDs, each once"),
+    ),
+)
+
+
+def run(args: Args, ctx: Context) -> int:
+    if args.format not in ("table", "json"):
+        raise InvalidArgument(f"invalid format option: {args.format} (table or json)")
+    rows = open_store(args).images()
+    if args.quiet:
+        seen: set[str] = set()
+        for row in rows:
+            ident = short_id(row.get("id"))
+            if ident not in seen:
+                seen.add(ident)
+                print(ident)
+        return 0
+    if args.format == "json":
+        print(to_json(rows))
+        return 0
+    cells = [("NAME", "ID", "SIZE", "CREATED", "PLATFORM")]
+    cells += [
+        (
+            row["name"],
+            short_id(row.get("id")),
+            human_size(row.get("size")),
+            ago(row.get("created")),
+            row.get("platform") or ("broken: " + row["error"] if "error" in row else "-"),
+        )
+        for row in rows
+    ]
+    print(table(cells))
+    return 0

@@ -1,0 +1,38 @@
+"""``hostjob import``: an OCI layout, OCI archive or ``docker save`` archive into the store."""
+
+from __future__ import annotations
+
+from hostjob.cli.args import FLAG, VALUE, Command, Option
+from hostjob.cli.render import STORE_OPTION, open_store
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hostjob.cli.args import Args
+    from hostjob.cli.main import Context
+
+COMMAND = Command(
+    "import",
+    "Import oci:DIR[:TAG], oci-archive:FILE[:TAG] or docker-archive:FILE[:REF] into the"
+    " store; print its name, then its ID.",
+    options=(
+        STORE_OPTION,
+        Option("name", VALUE, "name the image (default: the name the archive records)"),
+        Option("quiet,q", FLAG, "no progress; print only the image ID"),
+    ),
+    positionals=("reference",),
+)
+
+
+def run(args: Args, ctx: Context) -> int:
+    from hostjob.images import progress
+
+    store = open_store(args)
+    render = progress.renderer(quiet=args.quiet)
+    try:
+        info = store.import_archive(args.reference, name=args.name or None, progress=render)
+    finally:
+        progress.close(render)
+    if not args.quiet:
+        print(info["name"])
+    print(info["id"])
+    return 0

@@ -1,0 +1,65 @@
+"""``hostjob pull``: fetch an image from a registry (or an archive) into the store."""
+
+from __future__ import annotations
+
+from hostjob.cli.args import FLAG, VALUE, Command, Option
+from hostjob.cli.render import STORE_OPTION, open_store
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hostjob.cli.args import Args
+    from hostjob.cli.main import Context
+
+COMMAND = Command(
+    "pull",
+    "Pull an image ([docker://]host/name[:tag|@digest], or oci:/oci-archive:/docker-archive:)"
+    " into the store; print its name, then its ID.",
+    options=(
+        STORE_OPTION,
+        Option(
+            "platform",
+            VALUE,
+            "the image to pick from an index (default: the host's)",
+            metavar="os/arch[/variant]",
+        ),
+        Option("creds", VALUE, "registry credentials", metavar="user:pass"),
+        Option(
+            "authfile",
+            VALUE,
+            "a docker config.json with auths (default ~/.docker/config.json)",
+            metavar="file",
+        ),
+        Option(
+            "tls-verify",
+            FLAG,
+            "verify the registry's certificate (default; =false to skip)",
+            default=True,
+        ),
+        Option("plain-http", FLAG, "talk to the registry over http://"),
+        Option("quiet,q", FLAG, "no progress; print only the image ID"),
+    ),
+    positionals=("image",),
+)
+
+
+def run(args: Args, ctx: Context) -> int:
+    from hostjob.images import progress
+
+    store = open_store(args)
+    render = progress.renderer(quiet=args.quiet)
+    try:
+        info = store.pull(
+            args.image,
+            platform=args.platform,
+            creds=args.creds,
+            tls_verify=args.tls_verify,
+            plain_http=args.plain_http,
+            docker_config=args.authfile,
+            progress=render,
+        )
+    finally:
+        progress.close(render)
+    if not args.quiet:
+        print(info["name"])
+    print(info["id"])
+    return 0

@@ -1,0 +1,216 @@
+"""``hostjob run IMAGE``: the runtime-spec config a job container gets from its image
+and the command line, as podman builds one from an image and its flags.
+
+The result is an ordinary config.json (written into the container's state
+directory, its bundle), so it goes through the same one conversion step
+(``hostjob.config.to_job_config``) as any bundle.
+
+* process: ``Entrypoint`` + ``Cmd`` (arguments replace ``Cmd``; ``--entrypoint``
+  replaces ``Entrypoint`` and drops ``Cmd``), the image's ``Env``, then
+  ``--env-file`` and ``--env``; ``WorkingDir`` or ``--cwd``; ``User`` or ``--user`` —
+  and when neither names one, the launcher's own identity (inherit mode).
+* annotations: the image's labels, ``--annotation``, the mount mode and point.
+* mounts: each ``--volume SRC:DST[:ro]`` as a bind mount.
+* linux.resources: ``--memory``, ``--cpus``, ``--pids-limit``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from hostjob.config import ANNOTATION_INHERIT_USER, ANNOTATION_MOUNT_MODE, ANNOTATION_MOUNT_POINT
+from hostjob.errors import ConfigError, InvalidArgument
+from hostjob.spec.runtime import OCI_VERSION
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from hostjob.spec.image import ContainerConfig
+
+CFS_PERIOD = 100_000
+
+
+class RunFlags:
+    """What the command line says about the container (``hostjob run``'s flags)."""
+
+    __slots__ = (
+        "annotations",
+        "args",
+        "cpus",
+        "cwd",
+        "entrypoint",
+        "env",
+        "env_files",
+        "memory",
+        "mount_mode",
+        "mount_point",
+        "pids_limit",
+        "tty",
+        "user",
+        "volumes",
+    )
+
+    def __init__(self, **values: Any) -> None:
+        self.args: list[str] = values.pop("args", [])
+        self.entrypoint: str | None = values.pop("entrypoint", None)
+        self.env: list[str] = values.pop("env", [])
+        self.env_files: list[str] = values.pop("env_files", [])
+        self.user: str | None = values.pop("user", None)
+        self.cwd: str | None = values.pop("cwd", None)
+        self.tty: bool = values.pop("tty", False)
+        self.memory: int | None = values.pop("memory", None)
+        self.cpus: float | None = values.pop("cpus", None)
+        self.pids_limit: int | None = values.pop("pids_limit", None)
+        self.mount_point: str | None = values.pop("mount_point", None)
+        self.mount_mode: str | None = values.pop("mount_mode", None)
+        self.volumes: list[str] = values.pop("volumes", [])
+        self.annotations: list[str] = values.pop("annotations", [])
+        if values:
+            raise TypeError(f"unknown run flags: {sorted(values)}")
+
+    def check(self) -> None:
+        """Refuse bad flags before anything is pulled or made."""
+        build_spec(None, self, need_command=False)
+
+
+def build_spec(
+    image: ContainerConfig | None, flags: RunFlags, *, need_command: bool = True
+) -> dict[str, Any]:
+    """The config.json for a job container of ``image`` run with ``flags``."""
+    from hostjob.spec.image import ContainerConfig
+
+    config = image or ContainerConfig()
+    annotations = dict(config.labels or {})
+    for entry in flags.annotations:
+        key, sep, value = entry.partition("=")
+        if not sep or not key:
+            raise InvalidArgument(f"--annotation {entry!r} is not KEY=VALUE")
+        annotations[key] = value
+    if flags.mount_mode:
+        annotations[ANNOTATION_MOUNT_MODE] = flags.mount_mode
+    if flags.mount_point:
+        annotations[ANNOTATION_MOUNT_POINT] = flags.mount_point
+    process: dict[str, Any] = {
+        "terminal": flags.tty,
+        "args": _argv(config, flags) if need_command else [],
+        "env": _env(config.env or [], flags),
+        "cwd": flags.cwd or _image_path(config.working_dir or "/"),
+    }
+    user = flags.user or config.user
+    if user:
+        process["user"] = _user(user)
+    else:
+        # Neither the image nor --user names a user: the launcher's own identity.
+        annotations[ANNOTATION_INHERIT_USER] = "true"
+    spec: dict[str, Any] = {
+        "ociVersion": OCI_VERSION,
+        "process": process,
+        "root": {"path": "rootfs"},
+        "mounts": [_volume(v) for v in flags.volumes],
+        "annotations": annotations,
+    }
+    resources = _resources(flags)
+    if resources:
+        spec["linux"] = {"resources": resources}
+    return spec
+
+
+def _argv(config: ContainerConfig, flags: RunFlags) -> list[str]:
+    if flags.entrypoint is not None:
+        entrypoint = _words(flags.entrypoint)
+        cmd = list(flags.args)
+    else:
+        entrypoint = list(config.entrypoint or [])
+        cmd = list(flags.args) if flags.args else list(config.cmd or [])
+    argv = entrypoint + cmd
+    if not argv:
+        raise ConfigError("the image has no Entrypoint or Cmd: give a command to run")
+    return argv
+
+
+def _image_path(path: str) -> str:
+    """A path of the image (``WorkingDir``), wherever the mode puts the image."""
+    return "$CONTAINER_SANDBOX_MOUNT_POINT/" + path.lstrip("/")
+
+
+def _words(entrypoint: str) -> list[str]:
+    """``--entrypoint``: a JSON array (``'["/bin/app", "-v"]'``) or one program."""
+    if entrypoint.startswith("["):
+        try:
+            words = json.loads(entrypoint)
+        except ValueError:
+            raise InvalidArgument(f"--entrypoint {entrypoint!r} is not a JSON array") from None
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            raise InvalidArgument("--entrypoint: the JSON array must hold strings")
+        return words
+    return [entrypoint] if entrypoint else []
+
+
+def _env(image_env: list[str], flags: RunFlags) -> list[str]:
+    env = list(image_env)
+    for path in flags.env_files:
+        try:
+            with open(path) as f:
+                lines = f.read().splitlines()
+        except OSError as err:
+            raise InvalidArgument(f"--env-file {path}: {err.strerror}") from None
+        env += [
+            _env_entry(line.strip())
+            for line in lines
+            if line.strip() and not line.lstrip().startswith("#")
+        ]
+    env += [_env_entry(entry) for entry in flags.env]
+    return env
+
+
+def _env_entry(entry: str) -> str:
+    """``KEY=VALUE``, or ``KEY`` alone for the launcher's value (docker's rule)."""
+    key, sep, _value = entry.partition("=")
+    if not key:
+        raise InvalidArgument(f"environment entry {entry!r} has no name")
+    if sep:
+        return entry
+    return f"{key}={os.environ.get(key, '')}"
+
+
+def _user(user: str) -> dict[str, Any]:
+    name, _, group = user.partition(":")
+    if name.isdigit() and (not group or group.isdigit()):
+        return {"uid": int(name), "gid": int(group) if group else 0}
+    return {"username": user}
+
+
+def _volume(text: str) -> dict[str, Any]:
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
+        raise InvalidArgument(f"--volume {text!r}: expected SRC:DST[:ro|rw]")
+    source, destination = parts[0], parts[1]
+    mode = parts[2] if len(parts) == 3 else "rw"
+    if mode not in ("ro", "rw"):
+        raise InvalidArgument(f"--volume {text!r}: the mode must be ro or rw")
+    if not destination.startswith("/"):
+        raise InvalidArgument(f"--volume {text!r}: the destination must be absolute")
+    source = os.path.abspath(source)
+    if not os.path.exists(source):
+        raise InvalidArgument(f"--volume {text!r}: {source} does not exist")
+    return {
+        "destination": destination,
+        "type": "bind",
+        "source": source,
+        "options": ["rbind", mode],
+    }
+
+
+def _resources(flags: RunFlags) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if flags.memory is not None:
+        resources["memory"] = {"limit": flags.memory}
+    if flags.cpus is not None:
+        if flags.cpus <= 0:
+            raise InvalidArgument(f"--cpus {flags.cpus}: must be more than 0")
+        resources["cpu"] = {"quota": max(1000, int(flags.cpus * CFS_PERIOD)), "period": CFS_PERIOD}
+    if flags.pids_limit is not None:
+        resources["pids"] = {"limit": flags.pids_limit}
+    return resources

@@ -1,0 +1,124 @@
+"""The image commands' parsing and rendering, without root or a store."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hostjob.cli import render
+from hostjob.cli.args import parse
+from hostjob.cli.commands import pack as pack_cmd
+from hostjob.cli.main import COMMANDS
+from hostjob.errors import InvalidArgument
+from tests.helpers import REPO
+
+IMAGE_COMMANDS = ("pull", "images", "inspect", "import", "rmi", "prune", "pack")
+
+
+@pytest.mark.parametrize("name", IMAGE_COMMANDS)
+def test_registered(name: str) -> None:
+    module_name, help_, needs_root = COMMANDS[name]
+    module = importlib.import_module(f"hostjob.cli.commands.{module_name}")
+    assert module.COMMAND.name == name and help_
+    assert needs_root == (name != "pack")
+
+
+def test_human_size() -> None:
+    assert render.human_size(None) == "-"
+    assert render.human_size(0) == "0 B"
+    assert render.human_size(999) == "999 B"
+    assert render.human_size(1000) == "1.0 kB"
+    assert render.human_size(5_600_000) == "5.6 MB"
+    assert render.human_size(123_456_789) == "123 MB"
+    assert render.human_size(3 * 10**15) == "3000 TB"
+
+
+def test_short_id() -> None:
+    assert render.short_id("sha256:" + "ab" * 32) == "ab" * 6
+    assert render.short_id(None) == "-"
+
+
+def test_times() -> None:
+    assert render.parse_time("1970-01-01T00:00:00Z") == 0
+    assert render.parse_time("1970-01-01T01:00:00.123456789+01:00") == 0
+    assert render.parse_time("1970-01-01T00:00:00-00:30") == 1800
+    assert render.parse_time("yesterday") is None and render.parse_time(None) is None
+    now = 1_000_000_000.0
+    assert render.ago("2001-09-09T01:46:30Z", now) == "seconds ago"
+    assert render.ago("2001-09-09T01:45:30Z", now) == "1 minute ago"
+    assert render.ago("2001-09-07T01:46:40Z", now) == "2 days ago"
+    assert render.ago("1970-01-01T00:00:00Z", now) == "31 years ago"
+    assert render.ago("2030-01-01T00:00:00Z", now) == "in the future"
+    assert render.ago(None, now) == "-"
+
+
+def test_table() -> None:
+    assert render.table([("A", "BB"), ("ccc", "d")]) == "A     BB\nccc   d"
+    assert render.table([]) == ""
+
+
+def test_freed() -> None:
+    assert render.freed({"bytes": 0, "blobs": 0, "layers": 0}) == "freed 0 B (0 blobs, 0 layers)"
+    assert (
+        render.freed({"bytes": 2500, "blobs": 1, "layers": 1}) == "freed 2.5 kB (1 blob, 1 layer)"
+    )
+
+
+def test_pack_words() -> None:
+    args = parse(
+        pack_cmd.COMMAND,
+        ["d", "--to", "oci:o", "--entrypoint", "/bin/app", "--entrypoint", "-v", "--cmd", "[]"],
+    )
+    assert pack_cmd.argv_words(args.entrypoint, "entrypoint") == ["/bin/app", "-v"]
+    assert pack_cmd.argv_words(args.cmd, "cmd") == []
+    assert pack_cmd.argv_words([], "cmd") is None
+    assert pack_cmd.argv_words(['["/bin/app", "--flag"]'], "cmd") == ["/bin/app", "--flag"]
+    # Several values are words, even when one looks like JSON.
+    assert pack_cmd.argv_words(["echo", "[x]"], "cmd") == ["echo", "[x]"]
+    with pytest.raises(InvalidArgument, match="--cmd: not a JSON array of strings"):
+        pack_cmd.argv_words(["[1, 2]"], "cmd")
+    with pytest.raises(InvalidArgument, match="--cmd: not a JSON array of strings"):
+        pack_cmd.argv_words(["[oops"], "cmd")
+
+
+def test_pack_labels() -> None:
+    assert pack_cmd.labels(["a=1", "b=x=y", "c="]) == {"a": "1", "b": "x=y", "c": ""}
+    assert pack_cmd.labels([]) is None
+    with pytest.raises(InvalidArgument):
+        pack_cmd.labels(["=v"])
+
+
+def test_pull_flags() -> None:
+    from hostjob.cli.commands import pull
+
+    args = parse(pull.COMMAND, ["--tls-verify=false", "--plain-http", "-q", "x/y"])
+    assert args.tls_verify is False and args.plain_http and args.quiet and args.image == "x/y"
+    assert parse(pull.COMMAND, ["x/y"]).tls_verify is True
+
+
+@pytest.mark.parametrize(
+    "argv", [["images"], ["inspect", "x"], ["rmi", "x"], ["prune"]], ids=lambda a: a[0]
+)
+def test_store_commands_import_no_network_or_terminal_libraries(
+    argv: list[str], tmp_path: Path
+) -> None:
+    code = (
+        "import sys\n"
+        "from hostjob.cli.main import main\n"
+        f"main({[argv[0], '--store', str(tmp_path / 'store'), *argv[1:]]!r})\n"
+        "sys.stderr.write('\\nMODULES ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    line = next(x for x in done.stderr.splitlines() if x.startswith("MODULES "))
+    heavy = sorted(
+        m for m in line.split()[1:] if m.split(".")[0] in ("httpx", "rich", "zstandard", "isal")
+    )
+    assert heavy == []
