@@ -16,6 +16,7 @@ _CRASH_AT = os.environ.get("HOSTJOB_CRASH_AT", "")
 POINTS = (
     "create:after-state-dir",
     "create:after-cgroup",
+    "create:before-overlay",  # hostjob run IMAGE only
     "create:after-mount",
     "create:after-fork",
     "create:mid-hook",
@@ -27,6 +28,10 @@ POINTS = (
     "unpack:mid-layer",
     "pull:mid-blob",
 )
+
+
+# Points only `hostjob run IMAGE` reaches (a bundle has no overlay to mount).
+IMAGE_POINTS = ("create:before-overlay",)
 
 
 def point(name: str) -> None:

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.faults import POINTS
+from hostjob.faults import IMAGE_POINTS, POINTS
 from tests.helpers import Hostjob, base_config, cgroup_dirs, mounts_under, new_id
 
-LIFECYCLE_POINTS = [p for p in POINTS if p.split(":")[0] in ("create", "start", "delete")]
+LIFECYCLE_POINTS = [
+    p for p in POINTS if p.split(":")[0] in ("create", "start", "delete") and p not in IMAGE_POINTS
+]
 
 
 def crash_config(tmp_path: Path) -> dict:  # type: ignore[type-arg]
@@ -80,4 +82,75 @@ def test_crash_then_delete_force(hj: Hostjob, bundle, tmp_path: Path, point: str
     hj.ok("create", "-b", str(b), cid)
     hj.ok("delete", "--force", cid)
     assert_gone(hj, cid, tmp_path, None)
+    assert os.listdir(hj.root) == []
+
+
+# --- hostjob run IMAGE ------------------------------------------------------------------
+
+# An image container reaches every lifecycle point but the hooks' (an image has none).
+IMAGE_CRASH_POINTS = [p for p in POINTS if p.split(":")[0] in ("create", "start", "delete")]
+IMAGE_CRASH_POINTS.remove("create:mid-hook")
+
+
+@pytest.fixture(scope="module")
+def crash_image(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from hostjob.images.pack import pack
+    from tests.helpers import make_rootfs
+
+    src = make_rootfs(tmp_path_factory.mktemp("crash-image-src"))
+    layout = tmp_path_factory.mktemp("crash-image-layout")
+    pack(str(src), f"oci:{layout}:v1", cmd=["sleep", "300"], env=["PATH=/bin"])
+    return f"oci:{layout}:v1"
+
+
+def image_leftovers(hj: Hostjob, cid: str, store: Path) -> list[str]:
+    found = ["state"] if (hj.root / cid).exists() else []
+    found += cgroup_dirs(f"/hostjob/{cid}")
+    found += mounts_under(str(hj.root / cid))
+    for sub in ("rw", "containers"):
+        directory = store / sub
+        if directory.exists():
+            found += [f"{sub}/{name}" for name in os.listdir(directory) if cid in name]
+    return found
+
+
+def store_content(store: Path) -> list[str]:
+    """The store's blobs and layers (what a crash must never damage)."""
+    out = []
+    for top in ("blobs", "layers"):
+        for path in sorted((store / top).rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                out.append(f"{path.relative_to(store)} {path.stat().st_size}")
+    return out
+
+
+@pytest.mark.parametrize("point", IMAGE_CRASH_POINTS)
+def test_image_container_crash_then_delete_force(
+    hj: Hostjob, crash_image: str, tmp_path: Path, point: str
+) -> None:
+    store = tmp_path / "store"
+    cid = new_id()
+    run = ("run", "--detach", "--quiet", "--store", str(store), "--name", cid, crash_image)
+    hj.ok("pull", "--store", str(store), "--quiet", crash_image)
+    content = store_content(store)
+    crash = {"HOSTJOB_CRASH_AT": point}
+    if point.startswith("delete:"):
+        hj.ok(*run, stdin=open(os.devnull))  # noqa: SIM115
+        result = hj("delete", "--force", cid, env=crash)
+    else:
+        result = hj(*run, env=crash, stdin=open(os.devnull))  # noqa: SIM115
+    assert result.returncode == -9, f"{point} was not reached: {result.returncode} {result.stderr}"
+
+    state = hj("state", cid)
+    if state.returncode == 0:
+        assert json.loads(state.stdout)["status"] in ("created", "running", "stopped")
+    else:
+        assert state.stderr.strip() == "container does not exist"
+    hj.ok("delete", "--force", cid)
+    assert image_leftovers(hj, cid, store) == []
+    assert store_content(store) == content, "the crash changed the store's content"
+    # The image runs again under the same name, and --rm leaves nothing.
+    again = hj("run", "--rm", "--quiet", "--store", str(store), "--name", cid, crash_image, "true")
+    assert again.returncode == 0, again.stderr
+    assert image_leftovers(hj, cid, store) == []
     assert os.listdir(hj.root) == []

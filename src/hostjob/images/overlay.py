@@ -239,6 +239,9 @@ class ContainerRootfs:
         os.mkdir(self.upper, 0o755)
         os.mkdir(self.work, 0o700)
         os.makedirs(self.target, 0o755, exist_ok=True)
+        from hostjob import faults
+
+        faults.point("create:before-overlay")  # the writable layer made, not mounted yet
         layers = self.layers
         if not layers:
             empty = os.path.join(self.rw_dir, "empty")

@@ -1,0 +1,488 @@
+"""The fuzz targets: each takes bytes and either succeeds or raises ``HostjobError``
+with a one-line message. Anything else (another exception, a multi-line message, a
+write outside the directory it was given) is a bug, reported by raising ``Finding``.
+
+Raw targets feed the bytes to the parser as they are; ``*_mutated`` targets read them
+through ``tests.fuzz.chooser`` to mutate a valid seed, reaching the conversion code.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+from hostjob.errors import HostjobError
+from tests.fuzz.chooser import Chooser, all_keys, mutate
+
+
+class Finding(AssertionError):
+    """A bug a target found."""
+
+
+def _check_error(err: HostjobError) -> None:
+    message = str(err)
+    if not message.strip() or "\n" in message:
+        raise Finding(f"{type(err).__name__} without a one-line message: {message!r}")
+
+
+def expect_clean(fn: Callable[[], Any]) -> Any:
+    """Run ``fn``; a HostjobError with one line is fine, anything else is a Finding."""
+    try:
+        return fn()
+    except HostjobError as err:
+        _check_error(err)
+        return None
+    except Finding:
+        raise
+    except RecursionError as err:
+        raise Finding(f"RecursionError: {err}") from err
+    except Exception as err:
+        raise Finding(f"{type(err).__name__}: {err}") from err
+
+
+# --- sandboxes ------------------------------------------------------------------------
+
+
+class Sandbox:
+    """A temp dir with a bundle (``bundle/rootfs``), a layer parent and a canary dir
+    whose content must never change."""
+
+    def __init__(self) -> None:
+        self.base = tempfile.mkdtemp(prefix="hostjob-fuzz-")
+        self.bundle = os.path.join(self.base, "bundle")
+        os.makedirs(os.path.join(self.bundle, "rootfs", "bin"))
+        self.layers = os.path.join(self.base, "layers")
+        os.mkdir(self.layers)
+        self.outside = os.path.join(self.base, "outside")
+        os.makedirs(os.path.join(self.outside, "dir"))
+        with open(os.path.join(self.outside, "secret"), "w") as f:
+            f.write("secret")
+        self.canary = self.snapshot()
+
+    def snapshot(self) -> list[tuple[str, int, int]]:
+        out = []
+        for dirpath, dirnames, filenames in os.walk(self.outside):
+            for name in sorted(dirnames + filenames):
+                path = os.path.join(dirpath, name)
+                st = os.lstat(path)
+                out.append((path, st.st_mode, st.st_size if stat.S_ISREG(st.st_mode) else 0))
+        return sorted(out)
+
+    def check_canary(self) -> None:
+        if self.snapshot() != self.canary:
+            raise Finding(f"something was written outside the layer: {self.snapshot()}")
+        if sorted(os.listdir(self.base)) != ["bundle", "layers", "outside"]:
+            raise Finding(f"something was written beside the layer: {os.listdir(self.base)}")
+
+    def close(self) -> None:
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+_SANDBOX: Sandbox | None = None
+
+
+def sandbox() -> Sandbox:
+    global _SANDBOX
+    if _SANDBOX is None:
+        _SANDBOX = Sandbox()
+    return _SANDBOX
+
+
+# --- config.json ----------------------------------------------------------------------
+
+CONFIG_SEED: dict[str, Any] = {
+    "ociVersion": "1.2.0",
+    "process": {
+        "terminal": False,
+        "consoleSize": {"height": 24, "width": 80},
+        "user": {"uid": 0, "gid": 0, "umask": 18, "additionalGids": [1, 2]},
+        "args": ["$CONTAINER_SANDBOX_MOUNT_POINT/bin/sh", "-c", "true"],
+        "env": ["PATH=/usr/bin:/bin", "A=%CONTAINER_SANDBOX_MOUNT_POINT%"],
+        "cwd": "/work",
+        "capabilities": {
+            "bounding": ["CAP_KILL", "CAP_NET_BIND_SERVICE"],
+            "effective": ["CAP_KILL"],
+            "permitted": ["CAP_KILL"],
+            "ambient": [],
+        },
+        "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}],
+        "noNewPrivileges": True,
+        "oomScoreAdj": 100,
+        "apparmorProfile": "x",
+    },
+    "root": {"path": "rootfs", "readonly": True},
+    "hostname": "fuzz",
+    "mounts": [
+        {"destination": "/data", "type": "bind", "source": "/tmp", "options": ["rbind", "ro"]},
+        {"destination": "/proc", "type": "proc", "source": "proc"},
+    ],
+    "hooks": {
+        "prestart": [{"path": "/bin/true", "args": ["true"], "env": ["A=1"], "timeout": 5}],
+        "createRuntime": [{"path": "/bin/true"}],
+        "poststop": [{"path": "/bin/true"}],
+    },
+    "annotations": {
+        "io.hostjob.mount-mode": "host",
+        "io.hostjob.inherit-user": "false",
+        "microsoft.com/hostprocess-container": "true",
+    },
+    "linux": {
+        "cgroupsPath": "/hostjob/fuzz",
+        "namespaces": [{"type": "pid"}, {"type": "mount"}],
+        "resources": {
+            "memory": {"limit": 1 << 30, "reservation": 1 << 29, "swap": 2 << 30},
+            "cpu": {"shares": 512, "quota": 50000, "period": 100000, "cpus": "0-1"},
+            "pids": {"limit": 100},
+            "blockIO": {
+                "weight": 500,
+                "throttleReadBpsDevice": [{"major": 8, "minor": 0, "rate": 1}],
+            },
+            "hugepageLimits": [{"pageSize": "2MB", "limit": 0}],
+            "devices": [{"allow": False, "access": "rwm"}],
+        },
+        "maskedPaths": ["/proc/kcore"],
+        "seccomp": {"defaultAction": "SCMP_ACT_ALLOW"},
+    },
+    "windows": {
+        "jobContainer": {"rootfsMountPoint": "/tmp/hostjob-fuzz-mount-point"},
+        "resources": {"cpu": {"count": 1}, "memory": {"limit": 1 << 30}},
+    },
+}
+CONFIG_KEYS = [
+    *all_keys(CONFIG_SEED),
+    "sysctl", "vm", "hyperv", "username", "unified", "idle", "swappiness", "disableOOMKiller",
+    "io.hostjob.rootfs-mount-point", "microsoft.com/hostprocess-rootfs-location",
+    "microsoft.com/hostprocess-inherit-user", "createContainer", "startContainer", "poststart",
+    "maximum", "shares", "storage", "iops", "bps", "uidMappings", "realtimeRuntime", "mems",
+]  # fmt: skip
+
+
+def _convert_config(raw: bytes) -> None:
+    from hostjob import config, jsonio
+    from hostjob.cgroups import resolve_path
+    from hostjob.runtime import resolve
+
+    box = sandbox()
+    with open(os.path.join(box.bundle, "config.json"), "wb") as f:
+        f.write(raw)
+
+    def convert() -> None:
+        job = config.load_bundle(box.bundle, "fuzz")
+        resolve_path(job.cgroups_path, "fuzz")
+        job.resources()
+        resolve.plan(job, job.process)
+        # What create would persist: the record must encode (state.json is UTF-8).
+        jsonio.dumps(job.to_json()).encode()
+
+    expect_clean(convert)
+
+
+def config_json(data: bytes) -> None:
+    _convert_config(data)
+
+
+def config_mutated(data: bytes) -> None:
+    doc = mutate(CONFIG_SEED, Chooser(data), CONFIG_KEYS)
+    _convert_config(json.dumps(doc).encode("utf-8", "surrogatepass"))
+
+
+# --- exec process JSON ----------------------------------------------------------------
+
+PROCESS_SEED = CONFIG_SEED["process"]
+PROCESS_KEYS = [*all_keys(PROCESS_SEED), "username", "selinuxLabel", "scheduler", "ioPriority"]
+
+
+def _load_process(raw: bytes) -> None:
+    from hostjob import config, jsonio
+
+    path = os.path.join(sandbox().base, "bundle", "process.json")
+    with open(path, "wb") as f:
+        f.write(raw)
+
+    def load() -> None:
+        process = config.load_process(path)
+        jsonio.dumps(process.to_json()).encode()
+
+    expect_clean(load)
+
+
+def process_json(data: bytes) -> None:
+    _load_process(data)
+
+
+def process_mutated(data: bytes) -> None:
+    doc = mutate(PROCESS_SEED, Chooser(data), PROCESS_KEYS)
+    _load_process(json.dumps(doc).encode("utf-8", "surrogatepass"))
+
+
+# --- image manifests, indexes, configs ------------------------------------------------
+
+_D = "sha256:" + "a" * 64
+MANIFEST_SEED: dict[str, Any] = {
+    "schemaVersion": 2,
+    "mediaType": "application/vnd.oci.image.manifest.v1+json",
+    "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": _D, "size": 7},
+    "layers": [
+        {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": _D, "size": 32},
+        {
+            "mediaType": "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip",
+            "digest": _D,
+            "size": 1,
+            "urls": ["https://example.invalid/x"],
+            "annotations": {"a": "b"},
+        },
+    ],
+    "annotations": {"org.opencontainers.image.ref.name": "v1"},
+}
+INDEX_SEED: dict[str, Any] = {
+    "schemaVersion": 2,
+    "mediaType": "application/vnd.oci.image.index.v1+json",
+    "manifests": [
+        {
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": _D,
+            "size": 100,
+            "platform": {"os": "linux", "architecture": "arm", "variant": "v7"},
+        },
+        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": _D, "size": 1},
+    ],
+}
+IMAGE_CONFIG_SEED: dict[str, Any] = {
+    "created": "2024-01-01T00:00:00Z",
+    "architecture": "amd64",
+    "os": "linux",
+    "config": {
+        "User": "1000:1000",
+        "Env": ["PATH=/bin", "A=b"],
+        "Entrypoint": ["/bin/sh"],
+        "Cmd": ["-c", "true"],
+        "WorkingDir": "/w",
+        "Labels": {"a": "b"},
+        "ExposedPorts": {"80/tcp": {}},
+        "Volumes": {"/v": {}},
+        "StopSignal": "SIGTERM",
+        "Healthcheck": {"Test": ["CMD", "true"], "Interval": 1000000000},
+    },
+    "rootfs": {"type": "layers", "diff_ids": [_D]},
+    "history": [{"created": "2024-01-01T00:00:00Z", "created_by": "x", "empty_layer": True}],
+}
+DOCKER_ARCHIVE_SEED: list[Any] = [
+    {"Config": "cfg.json", "RepoTags": ["a/b:c"], "Layers": ["l/layer.tar"]},
+]
+
+
+def _decode_image(raw: bytes) -> None:
+    from hostjob.spec import image as spec
+
+    def decode() -> None:
+        for cls in (spec.Manifest, spec.Index, spec.ImageConfig):
+            try:
+                model = spec.decode_blob(cls, raw, "fuzz blob")
+            except HostjobError as err:
+                _check_error(err)
+                continue
+            json.dumps(model.to_json())
+        spec.sniff_media_type(raw)
+        try:
+            data = spec.parse_json(raw, "manifest.json")
+        except HostjobError as err:
+            _check_error(err)
+            return
+        spec.decode_docker_archive_manifest(data)
+
+    expect_clean(decode)
+
+
+def image_json(data: bytes) -> None:
+    _decode_image(data)
+
+
+def image_mutated(data: bytes) -> None:
+    chooser = Chooser(data)
+    seed = chooser.pick([MANIFEST_SEED, INDEX_SEED, IMAGE_CONFIG_SEED, DOCKER_ARCHIVE_SEED])
+    keys = [*all_keys(MANIFEST_SEED), *all_keys(INDEX_SEED), *all_keys(IMAGE_CONFIG_SEED)]
+    doc = mutate(seed, chooser, keys)
+    _decode_image(json.dumps(doc).encode("utf-8", "surrogatepass"))
+
+
+# --- registry auth challenges ---------------------------------------------------------
+
+_CHALLENGE_TOKENS = [
+    "Bearer", "Basic", "realm", "service", "scope", "error", "=", '"', "\\", ",", " ", "  ",
+    "https://auth.example/token", "registry", "repository:a/b:pull", 'realm="', "\t", "=,",
+]  # fmt: skip
+
+
+def challenge(data: bytes) -> None:
+    from hostjob.images.registry import parse_challenges
+
+    header = data.decode("latin-1")
+
+    def parse() -> None:
+        for scheme, params in parse_challenges(header):
+            if not isinstance(scheme, str) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in params.items()
+            ):
+                raise Finding("parse_challenges returned a non-string")
+
+    expect_clean(parse)
+
+
+def challenge_tokens(data: bytes) -> None:
+    chooser = Chooser(data)
+    n = 1 + chooser.below(24)
+    challenge("".join(chooser.pick(_CHALLENGE_TOKENS) for _ in range(n)).encode("latin-1"))
+
+
+# --- image references -----------------------------------------------------------------
+
+_REF_TOKENS = [
+    "docker://", "oci:", "oci-archive:", "docker-archive:", "localhost", ":5000", "/", "..",
+    ".", "library", "busybox", ":", "latest", "@", "sha256:", "a" * 64, "_", "-", "A", "%2e",
+    "\x00", "~", "//", "../../etc", "[::1]", "registry.example", "x" * 200,
+]  # fmt: skip
+
+
+def reference(data: bytes) -> None:
+    from hostjob.images import reference as refs
+
+    text = data.decode("utf-8", "surrogateescape")
+
+    def parse() -> None:
+        ref = refs.parse(text)
+        if ref.is_registry:
+            name = ref.name
+            if any(part in ("..", ".") for part in ref.repo_name.split("/")):
+                raise Finding(f"reference {text!r} has a traversal in its name {name!r}")
+            if "\x00" in name:
+                raise Finding(f"reference {text!r} keeps a NUL")
+            refs.normalize(name)
+
+    expect_clean(parse)
+
+
+def reference_tokens(data: bytes) -> None:
+    chooser = Chooser(data)
+    n = 1 + chooser.below(10)
+    reference("".join(chooser.pick(_REF_TOKENS) for _ in range(n)).encode())
+
+
+# --- the tar extractor ----------------------------------------------------------------
+
+
+def _unpack(blob: bytes) -> None:
+    from hostjob.images import unpack
+
+    box = sandbox()
+    dest = os.path.join(box.layers, "L")
+    try:
+        expect_clean(lambda: unpack.unpack_to(io.BytesIO(blob), dest))
+    finally:
+        box.check_canary()
+        if os.path.lexists(dest):
+            shutil.rmtree(dest)
+        if os.listdir(box.layers):
+            raise Finding(f"a failed unpack left {os.listdir(box.layers)}")
+
+
+def tar_raw(data: bytes) -> None:
+    _unpack(data)
+
+
+_KINDS = ("file", "dir", "symlink", "hardlink", "fifo", "char", "whiteout")
+
+
+def tar_entries(data: bytes) -> None:
+    """A tar built from entries the bytes choose: names and link targets aimed at the
+    canary dir (``..``, absolute, through symlinks), whiteouts, odd modes; maybe
+    compressed, maybe truncated."""
+    import tarfile
+
+    from tests.fixtures.tars import entry, gz, make_tar
+
+    box = sandbox()
+    chooser = Chooser(data)
+    outside = box.outside
+    names = [
+        "a", "a/b", "a/b/c", "b", "..", "../outside/x", "a/../../outside/x", "/etc/x",
+        outside + "/x", "a/.wh.b", "a/.wh..wh..opq", ".wh.a", ".wh..wh.plnk", "./a", "c d",
+        "l", "l/x", "l/dir/y", "h", "d/", "x" * 300, "a\\b", "\u00e9",
+    ]  # fmt: skip
+    targets = [outside, outside + "/secret", outside + "/dir", "../" * 6 + outside.lstrip("/"),
+               "a", "a/b", "l", "/", "..", "", "../outside", "l/dir"]  # fmt: skip
+    entries = []
+    for _ in range(1 + chooser.below(8)):
+        kind = chooser.pick(_KINDS)
+        name = chooser.pick(names)
+        if kind in ("symlink", "hardlink"):
+            entries.append(entry(name, kind, linkname=chooser.pick(targets)))
+        elif kind == "char":
+            entries.append(entry(name, kind, devmajor=chooser.below(300), devminor=1))
+        elif kind == "file":
+            body = bytes(chooser.byte() for _ in range(chooser.below(64)))
+            entries.append(
+                entry(name, kind, data=body, mode=chooser.pick([0o644, 0o4755, 0o7777, 0]))
+            )
+        elif kind == "whiteout":
+            entries.append(entry(name.rsplit("/", 1)[0] + "/.wh." + chooser.text(4), "file"))
+        else:
+            entries.append(entry(name, kind))
+    try:
+        blob = make_tar(entries, fmt=chooser.pick([tarfile.PAX_FORMAT, tarfile.GNU_FORMAT]))
+    except (ValueError, tarfile.TarError):
+        return  # tarfile cannot write this entry: nothing to test
+    how = chooser.below(4)
+    if how == 1:
+        blob = gz(blob)
+    elif how == 2:
+        blob = blob[: chooser.below(len(blob) + 1)]
+    elif how == 3:
+        i = chooser.below(len(blob))
+        blob = blob[:i] + bytes([blob[i] ^ (1 + chooser.byte() % 255)]) + blob[i + 1 :]
+    _unpack(blob)
+
+
+# name -> (target, seed inputs for the raw ones)
+TARGETS: dict[str, Callable[[bytes], None]] = {
+    "config_json": config_json,
+    "config_mutated": config_mutated,
+    "process_json": process_json,
+    "process_mutated": process_mutated,
+    "image_json": image_json,
+    "image_mutated": image_mutated,
+    "challenge": challenge,
+    "challenge_tokens": challenge_tokens,
+    "reference": reference,
+    "reference_tokens": reference_tokens,
+    "tar_raw": tar_raw,
+    "tar_entries": tar_entries,
+}
+
+
+def seeds(name: str) -> list[bytes]:
+    """Starting inputs for a target (atheris's corpus, hypothesis's examples)."""
+    from tests.fixtures.tars import entry, gz, make_tar
+
+    if name == "config_json":
+        return [json.dumps(CONFIG_SEED).encode(), b"{}", b"[]", b'{"process": 1}']
+    if name == "process_json":
+        return [json.dumps(PROCESS_SEED).encode(), b'{"args": []}']
+    if name == "image_json":
+        return [json.dumps(s).encode() for s in (MANIFEST_SEED, INDEX_SEED, IMAGE_CONFIG_SEED)]
+    if name == "challenge":
+        return [
+            b'Bearer realm="https://auth.example/token",service="registry",scope="repository:a:pull"',
+            b'Basic realm="x", Bearer realm="y"',
+        ]
+    if name == "reference":
+        return [b"busybox", b"docker://localhost:5000/a/b:c@sha256:" + b"a" * 64, b"oci:/x:tag"]
+    if name == "tar_raw":
+        tar = make_tar([entry("a/b", data=b"x"), entry("l", "symlink", linkname="a")])
+        return [tar, gz(tar)]
+    return [b"", bytes(range(256))]
