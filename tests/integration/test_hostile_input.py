@@ -24,7 +24,6 @@ from tests.helpers import (
     Hostjob,
     base_config,
     cgroup_dirs,
-    hostjob_cmd,
     mounts_under,
     new_id,
 )
@@ -99,19 +98,27 @@ def test_image_references_that_try_traversal_are_refused(tmp_path: Path) -> None
     assert [p for p in tree(tmp_path) if not p.startswith("store")] == []
 
 
-def test_cli_image_commands_refuse_traversal(tmp_path: Path) -> None:
-    """Through the CLI's image verbs when this build has them (pull, run IMAGE)."""
-    probe = subprocess.run([*hostjob_cmd(), "pull", "--help"], capture_output=True, check=False)
-    store = tmp_path / "store"
-    verbs = [["pull", "--store", str(store)]] if probe.returncode == 0 else []
-    for verb in verbs:
-        for ref in ("../../etc/passwd", "localhost/../x:tag", "busybox@sha256:../../x"):
-            done = subprocess.run(
-                [*hostjob_cmd(), *verb, ref], capture_output=True, text=True, check=False
-            )
-            assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done
-            assert "Traceback" not in done.stderr
-    assert not (tmp_path / "etc").exists()
+def test_cli_image_commands_refuse_traversal(hj: Hostjob, tmp_path: Path) -> None:
+    """pull, import, rmi, inspect and run IMAGE refuse traversing references and names."""
+    store = str(tmp_path / "store")
+    refs = (
+        "../../etc/passwd",
+        "localhost/../x:tag",
+        "busybox@sha256:../../x",
+        "a//b",
+        "docker://..",
+    )
+    for ref in refs:
+        for verb in (["pull", "--store", store], ["rmi", "--store", store],
+                     ["inspect", "--store", store], ["run", "--rm", "--store", store]):  # fmt: skip
+            err = hj.fail(*verb, ref)
+            assert "Traceback" not in err
+    for name in ("../x", "..", "a/b"):
+        err = hj.fail("run", "--rm", "--store", store, "--name", name, "busybox")
+        assert "invalid container ID" in err, err
+    err = hj.fail("import", "--store", store, "oci:/nonexistent/../../etc")
+    assert [p for p in tree(tmp_path) if not p.startswith(("store", "state"))] == []
+    assert left(hj) == []
 
 
 # --- malformed configs through `create` ---------------------------------------------------

@@ -127,6 +127,44 @@ def test_run_cycles_leave_nothing(hj: Hostjob, bundle, tmp_path: Path, request) 
     assert os.listdir(hj.root) == []
 
 
+@pytest.fixture(scope="module")
+def leak_image(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from hostjob.images.pack import pack
+    from tests.helpers import make_rootfs
+
+    src = make_rootfs(tmp_path_factory.mktemp("leak-image-src"))
+    layout = tmp_path_factory.mktemp("leak-image-layout")
+    pack(str(src), f"oci:{layout}:v1", cmd=["true"], env=["PATH=/bin"])
+    return f"oci:{layout}:v1"
+
+
+def test_run_image_cycles_leave_nothing(
+    hj: Hostjob, leak_image: str, tmp_path: Path, request
+) -> None:
+    """run --rm IMAGE: the overlay, its writable layer and the store's container record
+    go with the container; the store's content stays exactly as it was."""
+    n = cycles(request, 500)
+    scope = Scope(tmp_path)
+    store = tmp_path / "store"
+    argv = ("run", "--rm", "--quiet", "--store", str(store))
+    hj.ok(*argv, "--name", scope.new_id(), leak_image)  # pulls, and makes rw/ once
+    before = snapshot(scope, hj.root, store)
+    for _ in range(n):
+        hj.ok(*argv, "--name", scope.new_id(), leak_image)
+    assert_same(before, snapshot(scope, hj.root, store))
+    assert os.listdir(hj.root) == []
+
+
+def test_image_init_holds_only_stdio(hj: Hostjob, leak_image: str, tmp_path: Path) -> None:
+    cid = new_id()
+    store = tmp_path / "store"
+    hj.ok("run", "-d", "-q", "--store", str(store), "--name", cid, leak_image, "sleep", "300",
+          stdin=open(os.devnull))  # noqa: SIM115  # fmt: skip
+    pid = hj.state(cid)["pid"]
+    assert sorted(fds_of(pid)) == [0, 1, 2], fds_of(pid)
+    hj.ok("delete", "--force", cid)
+
+
 def test_lifecycle_cycles_leave_nothing(hj: Hostjob, bundle, tmp_path: Path, request) -> None:
     """create/start/kill/delete; every init holds exactly 0, 1, 2 once it runs."""
     n = cycles(request, 200)
