@@ -177,3 +177,33 @@ def test_relative_root_and_bind_source(hj: Hostjob, bundle, tmp_path: Path) -> N
     (b / "shared" / "f").write_text("relative source\n")
     result = hj("run", "-b", str(b), new_id())
     assert result.stdout == "relative source\n", result.stderr
+
+
+def test_readonly_rootfs_with_mount_point_and_volume(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    """Regression (found by the mutated-config CLI test, issue 7): the volume link was made
+    through the bound mount point and removed through it at delete, which by then was
+    read-only: delete --force failed with EROFS for ever and left the mount, the mount
+    point and the link in the bundle's rootfs; a failed create reported that instead of
+    its own error."""
+    mp = tmp_path / "mp"
+    volume = tmp_path / "vol"
+    volume.mkdir()
+    config = base_config("sleep", "300")
+    config["root"]["readonly"] = True
+    config["windows"] = {"jobContainer": {"rootfsMountPoint": str(mp)}}
+    config["mounts"] = [{"destination": "/data", "type": "bind", "source": str(volume)}]
+    b = bundle(config)
+    cid = new_id()
+    hj.ok("create", "--bundle", str(b), cid)
+    assert os.readlink(mp / "data") == str(volume)
+    hj.ok("start", cid)
+    hj.ok("delete", "--force", cid)
+    assert mounts_under(str(mp)) == [] and not mp.exists()
+    assert not (b / "rootfs" / "data").is_symlink()
+    # A create that fails later (its cwd cannot be made in the read-only rootfs) says so.
+    config["process"]["cwd"] = "/missing"
+    (b / "config.json").write_text(__import__("json").dumps(config))
+    err = hj.fail("create", "--bundle", str(b), new_id())
+    assert "Read-only file system" in err and "/missing" in err, err
+    assert mounts_under(str(mp)) == [] and not mp.exists()
+    assert not (b / "rootfs" / "data").is_symlink()

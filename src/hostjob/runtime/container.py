@@ -238,8 +238,13 @@ class Container:
         )
         if job.process.terminal and options.console_socket is None:
             raise HostjobError("cannot allocate a tty without --console-socket")
-        _refuse_busy_cgroup(job.cgroups_path)
-        lock = store.create(container_id)
+        lock = store.create(container_id)  # first: a taken ID is "already exists"
+        try:
+            _refuse_busy_cgroup(job.cgroups_path)
+        except BaseException:
+            store.remove(container_id)  # nothing else was made
+            lock.release()
+            raise
         record = Record(
             id=container_id,
             pid=0,
@@ -295,7 +300,12 @@ class Container:
         except BaseException:
             if child is not None:
                 child.close()
-            container._destroy(grace=0.0, run_poststop=False)
+            try:
+                container._destroy(grace=0.0, run_poststop=False)
+            except (HostjobError, OSError) as cleanup:
+                # The create's own error is the one to report; the record stays, so
+                # delete --force can finish the teardown.
+                log.warning(f"cleanup after a failed create: {cleanup}")
             if child is not None:
                 _reap_quietly(child.pid)
             raise

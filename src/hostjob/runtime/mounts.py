@@ -65,8 +65,11 @@ def prepare_host(job: JobConfig, record: Callable[[str, str], None]) -> None:
         raise MountError(f"rootfs {job.rootfs} is not a directory")
     if job.bind_rootfs:
         _bind_rootfs(job, record)
+    # The links go into the rootfs itself, not through a bound mount point: that one may
+    # be made read-only below, and delete removes them before it unmounts the point
+    # (the undo log runs newest first), when a read-only mount would refuse (EROFS).
     for volume in job.volumes:
-        _link_volume(job.mount_point, volume.source, volume.destination, record)
+        _link_volume(job.rootfs, volume.source, volume.destination, record)
     if job.readonly:
         from hostjob import linux
 
