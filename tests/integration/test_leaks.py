@@ -270,3 +270,23 @@ def test_preserve_fds_and_exec_fds(hj: Hostjob, bundle, tmp_path: Path) -> None:
     exec_pid = int(pid_file.read_text())
     assert sorted(fds_of(exec_pid)) == [0, 1, 2], fds_of(exec_pid)
     hj.ok("delete", "--force", cid)
+
+
+def test_events_loop_fd_count_is_flat(hj: Hostjob, bundle) -> None:
+    """`events --interval` is the one long-running runtime command: its fds stay put."""
+    b = bundle(base_config("sleep", "300"))
+    cid = new_id()
+    hj.ok("run", "-d", "--bundle", str(b), cid, stdin=open(os.devnull))  # noqa: SIM115
+    events = subprocess.Popen(
+        hj.argv("events", "--interval", "50ms", cid), stdout=subprocess.DEVNULL
+    )
+    try:
+        time.sleep(1.0)
+        first = len(fds_of(events.pid))
+        time.sleep(2.0)  # ~40 more rounds of stats
+        assert len(fds_of(events.pid)) == first, fds_of(events.pid)
+        assert events.poll() is None
+    finally:
+        events.kill()
+        events.wait()
+        hj.ok("delete", "--force", cid)
