@@ -22,10 +22,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(1, str(REPO))  # the harness imports `tests.helpers`
+sys.path.insert(0, str(REPO))
 
-from compat import harness, image  # noqa: E402
+from tests.compat import harness, image  # noqa: E402
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

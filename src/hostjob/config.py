@@ -10,7 +10,6 @@ persisted in the container's state and is all later commands look at.
 from __future__ import annotations
 
 import os
-import resource
 
 from hostjob import jsonio, log
 from hostjob.errors import ConfigError
@@ -52,28 +51,24 @@ HCS_INHERIT_USER = "microsoft.com/hostprocess-inherit-user"
 # Mount types that only make sense inside a container's own namespaces.
 CONTAINER_INTERNAL_MOUNTS = ("proc", "sysfs", "devpts", "tmpfs", "mqueue", "cgroup", "cgroup2")
 
-RLIMITS = {
-    name: getattr(resource, name)
-    for name in (
-        "RLIMIT_AS",
-        "RLIMIT_CORE",
-        "RLIMIT_CPU",
-        "RLIMIT_DATA",
-        "RLIMIT_FSIZE",
-        "RLIMIT_LOCKS",
-        "RLIMIT_MEMLOCK",
-        "RLIMIT_MSGQUEUE",
-        "RLIMIT_NICE",
-        "RLIMIT_NOFILE",
-        "RLIMIT_NPROC",
-        "RLIMIT_RSS",
-        "RLIMIT_RTPRIO",
-        "RLIMIT_RTTIME",
-        "RLIMIT_SIGPENDING",
-        "RLIMIT_STACK",
-    )
-    if hasattr(resource, name)
-}
+RLIMIT_NAMES = (
+    "RLIMIT_AS",
+    "RLIMIT_CORE",
+    "RLIMIT_CPU",
+    "RLIMIT_DATA",
+    "RLIMIT_FSIZE",
+    "RLIMIT_LOCKS",
+    "RLIMIT_MEMLOCK",
+    "RLIMIT_MSGQUEUE",
+    "RLIMIT_NICE",
+    "RLIMIT_NOFILE",
+    "RLIMIT_NPROC",
+    "RLIMIT_RSS",
+    "RLIMIT_RTPRIO",
+    "RLIMIT_RTTIME",
+    "RLIMIT_SIGPENDING",
+    "RLIMIT_STACK",
+)
 RLIM_INFINITY_U64 = 2**64 - 1
 
 
@@ -549,7 +544,7 @@ def _rlimits(rlimits: list[wire.Rlimit], path: str) -> list[Rlimit]:
     seen = set()
     for i, limit in enumerate(rlimits):
         where = f"{path}.rlimits[{i}]"
-        if limit.type not in RLIMITS:
+        if limit.type not in RLIMIT_NAMES:
             raise ConfigError(f"unknown rlimit type {limit.type!r}", f"{where}.type")
         if limit.type in seen:
             raise ConfigError(f"duplicate rlimit {limit.type}", f"{where}.type")
@@ -577,7 +572,17 @@ def _capabilities(capabilities: wire.Capabilities | None, path: str) -> dict[str
 
 def rlimit_value(value: int) -> int:
     """runtime-spec's uint64 max is RLIM_INFINITY."""
+    import resource
+
     return resource.RLIM_INFINITY if value >= RLIM_INFINITY_U64 else value
+
+
+def rlimit_number(name: str) -> int:
+    """RLIMIT_NOFILE -> its number on this platform (the resource module's)."""
+    import resource
+
+    number: int = getattr(resource, name)
+    return number
 
 
 # --- exec -----------------------------------------------------------------------------------

@@ -122,9 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     if entry is None:
         return _fail(HostjobError(f"no such command: {name}"))
     module_name, _help, needs_root = entry
-    import importlib
-
-    module = importlib.import_module(f"hostjob.cli.commands.{module_name}")
+    # __import__ rather than importlib.import_module: importlib drags in warnings.
+    package = __import__(f"hostjob.cli.commands.{module_name}")
+    module = getattr(package.cli.commands, module_name)
     command: Command = module.COMMAND
     try:
         args = parse(command, rest)

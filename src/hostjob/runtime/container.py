@@ -14,7 +14,7 @@ import os
 import select
 import time
 
-from hostjob import cgroups, config, faults, log
+from hostjob import cgroups, faults, log
 from hostjob.errors import (
     ContainerNotFound,
     ContainerNotRunning,
@@ -213,8 +213,10 @@ class Container:
         The calling process is the container process's parent until it exits (the
         CLI exits at once, so a subreaper such as containerd's shim adopts it).
         """
+        from hostjob.config import load_bundle
+
         validate_id(container_id)
-        job = config.load_bundle(bundle, container_id)
+        job = load_bundle(bundle, container_id)
         container, child = cls.create_from_config(container_id, job, root=root, options=options)
         child.close()
         return container

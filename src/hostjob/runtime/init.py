@@ -305,9 +305,9 @@ def _env_dict(env: list[str]) -> dict[str, str]:
 
 
 def _rlimit_name(number: int) -> str:
-    from hostjob.config import RLIMITS
+    from hostjob.config import RLIMIT_NAMES, rlimit_number
 
-    for name, value in RLIMITS.items():
-        if value == number:
+    for name in RLIMIT_NAMES:
+        if hasattr(resource, name) and rlimit_number(name) == number:
             return name
     return str(number)

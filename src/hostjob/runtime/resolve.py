@@ -12,7 +12,7 @@ import grp
 import os
 import pwd
 
-from hostjob.config import rlimit_value
+from hostjob.config import rlimit_number, rlimit_value
 from hostjob.errors import ConfigError, StartError
 from hostjob.runtime import caps
 
@@ -231,7 +231,7 @@ def plan(job: JobConfig, proc: ProcessConfig) -> LaunchPlan:
     result.cwd, result.create_cwd = working_dir(proc.cwd, mount_point, job.mount_mode)
     result.umask = proc.umask
     result.rlimits = [
-        (_rlimit_number(r.type), rlimit_value(r.soft), rlimit_value(r.hard)) for r in proc.rlimits
+        (rlimit_number(r.type), rlimit_value(r.soft), rlimit_value(r.hard)) for r in proc.rlimits
     ]
     result.no_new_privileges = proc.no_new_privileges
     if proc.capabilities is not None and not job.inherit_user:
@@ -248,13 +248,6 @@ def plan(job: JobConfig, proc: ProcessConfig) -> LaunchPlan:
     result.console_height = proc.console_height
     result.console_width = proc.console_width
     return result
-
-
-def _rlimit_number(name: str) -> int:
-    from hostjob.config import RLIMITS
-
-    number: int = RLIMITS[name]
-    return number
 
 
 def find_program(arg0: str, cwd: str, path_value: str, mount_point: str) -> str:

@@ -16,9 +16,12 @@ import fcntl
 import os
 
 from hostjob import jsonio
-from hostjob.config import JobConfig
 from hostjob.errors import ContainerExists, ContainerNotFound, InvalidArgument, PermissionDenied
-from hostjob.spec._decode import Model, integer, list_of, model, string, string_list
+from hostjob.spec._decode import Model, integer, list_of, string, string_list
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hostjob.config import JobConfig
 
 DEFAULT_ROOT = "/run/hostjob"
 STATE_FILE = "state.json"
@@ -41,6 +44,15 @@ def validate_id(container_id: str) -> str:
     ):
         raise InvalidArgument(f"invalid container ID format: {container_id!r}")
     return container_id
+
+
+def _job_config(value: object, path: str) -> JobConfig:
+    # Imported here: `delete --force` of an unknown ID, `list -q` and the like never
+    # decode a record, and hostjob.config is the heaviest module they would pay for.
+    from hostjob.config import JobConfig
+
+    config: JobConfig = JobConfig.decode(value, path)
+    return config
 
 
 class Record(Model):
@@ -73,7 +85,7 @@ class Record(Model):
         ("phase", "phase", string),
         ("created", "created", string),
         ("owner", "owner", string),
-        ("config", "config", model(JobConfig)),
+        ("config", "config", _job_config),
         ("undo", "undo", list_of(string_list)),
     )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hostjob.cli.args import FLAG, Command, Option
 from hostjob.errors import ContainerNotFound
-from hostjob.runtime.container import Container
+from hostjob.runtime.store import StateStore
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -20,6 +20,10 @@ COMMAND = Command(
 
 
 def run(args: Args, ctx: Context) -> int:
+    if args.force and not StateStore(ctx.root).exists(args.container_id):
+        return 0  # runc: deleting what is not there, by force, succeeds (containerd does it)
+    from hostjob.runtime.container import Container
+
     try:
         Container.load(args.container_id, root=ctx.root).delete(force=args.force)
     except ContainerNotFound:
