@@ -298,3 +298,49 @@ def test_non_root_gets_a_clear_error(tmp_path: Path, bundle) -> None:
     assert _as_nobody("spec", "--bundle", str(tmp_path / "nobody"), root=root).returncode in (0, 1)
     assert _as_nobody("features", root=root).returncode == 0
     assert not root.exists()
+
+
+# --- symlinks in the image never lead hostjob's own writes out of it ---------------------
+
+
+def test_cwd_through_an_image_symlink_is_not_made_on_the_host(
+    hj: Hostjob, bundle, tmp_path: Path
+) -> None:
+    """Regression: an image with `w -> <host dir>` and cwd `/w/new`, run as an unprivileged
+    user, had root create `<host dir>/new` owned by that user (say /root/.ssh)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    config = base_config("sleep", "300")
+    config["process"]["user"] = {"uid": 65534, "gid": 65534}
+    config["process"]["cwd"] = "/w/new/deeper"
+    b = bundle(config)
+    (b / "rootfs" / "w").symlink_to(outside)
+    err = hj.fail("create", "--bundle", str(b), new_id())
+    assert "leads outside the container's root through a symlink" in err, err
+    assert os.listdir(outside) == []
+    assert left(hj) == []
+    # inside the image a missing cwd is still made, for the process's user
+    config["process"]["cwd"] = "/made/here"
+    (b / "config.json").write_text(json.dumps(config))
+    cid = new_id()
+    hj.ok("create", "--bundle", str(b), cid)
+    made = b / "rootfs" / "made" / "here"
+    assert made.is_dir() and made.stat().st_uid == 65534
+    hj.ok("delete", "--force", cid)
+
+
+def test_volume_link_through_an_image_symlink_is_refused(
+    hj: Hostjob, bundle, tmp_path: Path
+) -> None:
+    """Regression: a volume destination below an image symlink (`v -> <host dir>`, or a
+    plain image's var/run -> /run) put the link and its parents on the host."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    config = base_config("sleep", "300")
+    config["mounts"] = [{"destination": "/v/sub/data", "type": "bind", "source": str(tmp_path)}]
+    b = bundle(config)
+    (b / "rootfs" / "v").symlink_to(outside)
+    err = hj.fail("create", "--bundle", str(b), new_id())
+    assert "is a symlink leading outside it" in err, err
+    assert os.listdir(outside) == []
+    assert left(hj) == []

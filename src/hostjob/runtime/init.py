@@ -175,7 +175,7 @@ def _child_main(setup: ChildSetup, report_fd: int) -> None:
     if setup.enter_namespace is not None:
         setup.enter_namespace()
     if plan.create_cwd and not os.path.isdir(plan.cwd):
-        _make_cwd(plan.cwd, plan.user.uid, plan.user.gid)
+        _make_cwd(plan.cwd, plan.user.uid, plan.user.gid, plan.mount_point)
     # The fifo's read end, opened while still root (the state directory is 0700);
     # non-blocking, so the open itself does not wait for ``start``.
     fifo_fd = os.open(setup.fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC) if setup.fifo else -1
@@ -234,15 +234,31 @@ def _write_file(path: str, value: str) -> None:
         os.close(fd)
 
 
-def _make_cwd(path: str, uid: int, gid: int) -> None:
+def _make_cwd(path: str, uid: int, gid: int, mount_point: str) -> None:
+    """mkdir -p the working directory (we are still root), owned by the process's user.
+
+    Only inside the image: an existing part of the path that is a symlink leading out
+    of the mount point (``w -> /root`` with cwd ``/w/.ssh``) would otherwise have root
+    make a directory on the host that the container's user then owns."""
     missing = []
     head = path
     while head != "/" and not os.path.lexists(head):
         missing.append(head)
         head = os.path.dirname(head)
+    if missing and not inside(head, mount_point):
+        raise StartError(
+            f"working directory {path} leads outside the container's root through a symlink"
+        )
     for directory in reversed(missing):
         os.mkdir(directory, 0o700)
         os.chown(directory, uid, gid)
+
+
+def inside(path: str, root: str) -> bool:
+    """Whether ``path``, symlinks resolved, is ``root`` or lies below it."""
+    real = os.path.realpath(path)
+    scope = os.path.realpath(root)
+    return real == scope or real.startswith(scope.rstrip("/") + "/")
 
 
 def _switch_identity(plan: LaunchPlan) -> None:

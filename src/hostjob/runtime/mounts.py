@@ -114,10 +114,16 @@ def _make_dirs(path: str, record: Callable[[str, str], None]) -> None:
         os.mkdir(directory, 0o755)
 
 
+def _inside(path: str, root: str) -> bool:
+    real = os.path.realpath(path)
+    scope = os.path.realpath(root)
+    return real == scope or real.startswith(scope.rstrip("/") + "/")
+
+
 def _link_volume(
-    mount_point: str, source: str, destination: str, record: Callable[[str, str], None]
+    rootfs: str, source: str, destination: str, record: Callable[[str, str], None]
 ) -> None:
-    link = os.path.join(mount_point, destination.lstrip("/"))
+    link = os.path.join(rootfs, destination.lstrip("/"))
     if os.path.islink(link):
         if os.readlink(link) == source:
             return
@@ -128,7 +134,18 @@ def _link_volume(
             os.rmdir(link)
         else:
             raise MountError(f"volume {destination}: {link} already exists in the rootfs")
-    _make_dirs(os.path.dirname(link), record)
+    parent = os.path.dirname(link)
+    existing = parent
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not _inside(existing, rootfs):
+        # The image's own symlink (var/run -> /run, or a hostile w -> /etc) would put
+        # the link, and the directories made for it, on the host outside the rootfs.
+        raise MountError(
+            f"volume {destination}: {os.path.relpath(existing, rootfs)} in the rootfs is a"
+            " symlink leading outside it"
+        )
+    _make_dirs(parent, record)
     record(REMOVE, link)
     try:
         os.symlink(source, link)
