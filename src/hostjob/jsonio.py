@@ -61,6 +61,17 @@ def loads(data: bytes | str) -> Any:
         raise ValueError(f"Expecting value: {_where(text, stop.value)}") from None
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
+    except SystemError:
+        # The C scanner reports most syntax errors as json.decoder.JSONDecodeError, which
+        # it looks up in sys.modules only: without json.decoder loaded (the runtime path
+        # never loads it) it fails with a SystemError instead. Load it, on this error
+        # path alone, and scan again: that raises the JSONDecodeError (a ValueError).
+        import json.decoder  # noqa: F401
+
+        try:
+            value, end = _scan(text, start)
+        except StopIteration as stop:
+            raise ValueError(f"Expecting value: {_where(text, stop.value)}") from None
     tail = text[end:].lstrip(_WHITESPACE)
     if tail:
         raise ValueError(f"Extra data: {_where(text, len(text) - len(tail))}")

@@ -61,3 +61,35 @@ def test_nul_characters_are_refused() -> None:
     for text in ('"a\\u0000b"', '{"\\u0000": 1}', '{"root": {"path": ["\\u0000"]}}'):
         with pytest.raises(ValueError, match="holds a NUL character"):
             jsonio.loads(text)
+
+
+def test_syntax_errors_without_json_decoder_loaded() -> None:
+    """Regression (issue 7): in a fresh interpreter (every runtime command) the C scanner
+    found no json.decoder in sys.modules and failed with a SystemError on an unterminated
+    string or a missing delimiter: create with a truncated config.json, and state/list/
+    delete with a truncated state.json, printed a traceback."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys\n"
+        "from hostjob import jsonio\n"
+        "assert 'json.decoder' not in sys.modules\n"
+        "for text in ['{\"a\": \"x', '{\"a\" 1}', '[1 2]', '{\"a\": tru}', '{\"a\":1,}']:\n"
+        "    try:\n"
+        "        jsonio.loads(text)\n"
+        "    except ValueError as err:\n"
+        "        print(type(err).__name__)\n"  # JSONDecodeError or ValueError
+    )
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        env={**os.environ, "PYTHONPATH": src},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() and len(done.stdout.split()) == 5, done.stdout
