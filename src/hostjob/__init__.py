@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         ReferenceError,
         RegistryError,
         StartError,
+        StateCorrupt,
         UnpackError,
     )
     from hostjob.runtime.container import Container
@@ -66,6 +67,7 @@ __all__ = [
     "ReferenceError",
     "RegistryError",
     "StartError",
+    "StateCorrupt",
     "Status",
     "UnpackError",
     "__version__",

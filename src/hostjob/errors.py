@@ -11,6 +11,7 @@ turns any ``HostjobError`` into that line on stderr, a logrus-style record in
     ├── ContainerExists        ``container with given ID already exists``
     ├── ContainerNotFound      ``container does not exist``
     ├── ContainerNotRunning    ``container not running``
+    ├── StateCorrupt           a container's state.json cannot be read back
     ├── InvalidState           an illegal state transition (start twice, delete running)
     ├── StartError             the container's program could not be set up or found
     ├── HookError              a lifecycle hook failed or timed out
@@ -85,6 +86,15 @@ class ContainerNotRunning(HostjobError):
 
 class InvalidState(HostjobError):
     pass
+
+
+class StateCorrupt(HostjobError):
+    def __init__(self, container_id: str, reason: str) -> None:
+        super().__init__(
+            f"state of container {container_id} is corrupt ({reason});"
+            " delete --force removes what is left of it"
+        )
+        self.container_id = container_id
 
 
 class StartError(HostjobError):

@@ -344,3 +344,43 @@ def test_volume_link_through_an_image_symlink_is_refused(
     assert "is a symlink leading outside it" in err, err
     assert os.listdir(outside) == []
     assert left(hj) == []
+
+
+# --- a damaged state file ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "damage", ['{"id": "x", "pid": 1', "[]", "", '{"pid": "one"}', "\x00\xff", '{"id": "\\ud800"}']
+)
+def test_corrupt_state_file(hj: Hostjob, bundle, damage: str) -> None:
+    """Regression: a truncated state.json made state/list/delete print a traceback, and
+    any damaged one made `list` fail for every container and `delete --force` fail for
+    ever. Now: one line naming the container; list shows it stopped; delete --force
+    removes its default cgroup (and what runs there) and its state."""
+    b = bundle(base_config("sleep", "300"))
+    good, bad = new_id(), new_id()
+    for cid in (good, bad):
+        hj.ok("run", "-d", "--bundle", str(b), cid, stdin=open(os.devnull))  # noqa: SIM115
+    pid = hj.state(bad)["pid"]
+    (hj.root / bad / "state.json").write_text(damage, errors="surrogateescape")
+    for verb in (("state",), ("kill",), ("delete",), ("pause",), ("ps",)):
+        err = hj.fail(*verb, bad)
+        assert err.startswith(f"state of container {bad} is corrupt"), err
+    listed = {c["id"]: c["status"] for c in json.loads(hj.ok("list", "--format", "json"))}
+    assert listed == {good: "running", bad: "stopped"}
+    hj.ok("delete", "--force", bad)
+    assert left(hj) == [good]
+    assert cgroup_dirs(f"/hostjob/{bad}") == []
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{pid}") and _state_of(pid) not in ("Z", ""):
+        assert time.monotonic() < deadline, "the container process outlived delete --force"
+        time.sleep(0.01)
+    hj.ok("delete", "--force", good)
+
+
+def _state_of(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return ""

@@ -17,6 +17,7 @@ PUBLIC = [
     "ContainerNotFound",
     "ContainerNotRunning",
     "InvalidState",
+    "StateCorrupt",
     "StartError",
     "HookError",
     "MountError",

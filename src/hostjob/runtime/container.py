@@ -21,6 +21,7 @@ from hostjob.errors import (
     HookError,
     HostjobError,
     InvalidState,
+    StateCorrupt,
 )
 from hostjob.runtime import proc, status
 
@@ -129,6 +130,10 @@ class Container:
                 found.append(cls(store, container_id, store.read(container_id)))
             except ContainerNotFound:
                 continue  # deleted while we listed
+            except StateCorrupt as err:
+                # One damaged record must not hide every other container from list.
+                log.warning(str(err))
+                found.append(cls(store, container_id, None))
         return found
 
     def reload(self) -> None:

@@ -16,7 +16,14 @@ import fcntl
 import os
 
 from hostjob import jsonio
-from hostjob.errors import ContainerExists, ContainerNotFound, InvalidArgument, PermissionDenied
+from hostjob.errors import (
+    ConfigError,
+    ContainerExists,
+    ContainerNotFound,
+    InvalidArgument,
+    PermissionDenied,
+    StateCorrupt,
+)
 from hostjob.spec._decode import Model, integer, list_of, string, string_list
 
 TYPE_CHECKING = False
@@ -214,7 +221,10 @@ class StateStore:
             raise ContainerNotFound(container_id) from None
         except PermissionError:
             raise PermissionDenied(f"cannot read {path}: hostjob needs root") from None
-        record: Record = Record.decode(jsonio.loads(data))
+        try:
+            record: Record = Record.decode(jsonio.loads(data))
+        except (ValueError, ConfigError) as err:  # atomic writes: tampering or disk damage
+            raise StateCorrupt(container_id, str(err)) from None
         return record
 
     def write(self, record: Record) -> None:
