@@ -21,3 +21,19 @@ def test_json_path_with_a_newline_key() -> None:
         assert str(err) == "annotations.A\\n;: expected a string, got object"
     else:
         raise AssertionError("no error")
+
+
+def test_an_unexpected_exception_is_one_line(monkeypatch, capsys) -> None:
+    """Issue 7: a bug in a command (here a ValueError, as os.stat raises for a NUL in a
+    path) must still reach a client as one line and exit 1, not as a traceback."""
+    from hostjob.cli import main
+    from hostjob.cli.commands import state
+
+    def broken(args: object, ctx: object) -> int:
+        raise ValueError("embedded null byte")
+
+    monkeypatch.setattr(state, "run", broken)
+    monkeypatch.setattr(main.os, "geteuid", lambda: 0)
+    assert main.main(["--root", "/nonexistent-root", "state", "x"]) == 1
+    err = capsys.readouterr().err
+    assert err == "internal error: ValueError: embedded null byte\n"

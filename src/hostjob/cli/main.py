@@ -151,6 +151,12 @@ def main(argv: list[str] | None = None) -> int:
         if glob.debug:
             raise
         return _fail(HostjobError(_os_error_text(err)))
+    except Exception as err:
+        # A bug: still one line and exit 1, never a traceback on a client's stderr
+        # (containerd and podman show it to the user). --debug shows the traceback.
+        if glob.debug:
+            raise
+        return _fail(HostjobError(f"internal error: {type(err).__name__}: {err}"))
 
 
 def _silence_stdout() -> None:
