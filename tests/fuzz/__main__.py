@@ -31,6 +31,8 @@ def _run_one_atheris(name: str, runs: int, seconds: int, timeout: int, corpus: s
     import atheris
 
     with atheris.instrument_imports(include=["hostjob"]):
+        import hostjob.cli.args
+        import hostjob.cli.main
         import hostjob.config
         import hostjob.images.reference
         import hostjob.images.registry

@@ -462,6 +462,53 @@ def tar_entries(data: bytes) -> None:
     _unpack(blob)
 
 
+# --- the command line -------------------------------------------------------------------
+
+_ARG_TOKENS = [
+    "--root", "/tmp/x", "--log", "--log-format", "json", "text", "--debug", "--rootless",
+    "true", "-b", "--bundle", ".", "--pid-file", "--preserve-fds", "-1", "99999999999999999999",
+    "--console-socket", "--format", "table", "-q", "--all", "-a", "KILL", "SIGRTMIN+3", "0",
+    "--interval", "5s", "-5s", "1e9h", "--memory", "1g", "-m", "--cpus", "0.5", "nan", "inf",
+    "--pids-limit", "--", "-", "-h", "--help", "--force", "--env", "A=1", "-e", "--user",
+    "1000:1000", "root", "--cwd", "--detach", "-d", "--tty", "-t", "--name", "..", "--rm",
+    "--volume", "/a:/b:ro", "--mount-mode", "bind", "--store", "--pull", "never", "id1",
+    "--resources", "=", "--x=", "-xyz", "",
+]  # fmt: skip
+
+
+def cli_args(data: bytes) -> None:
+    """The argument parser of every command: a bad word list is a one-line error."""
+    import importlib
+
+    from hostjob.cli import args as cli
+    from hostjob.cli import main
+
+    chooser = Chooser(data)
+    names = sorted(main.COMMANDS)
+    words = [chooser.pick(_ARG_TOKENS) for _ in range(chooser.below(10))]
+    command = chooser.pick(names)
+    words.insert(chooser.below(len(words) + 1), command)
+    if chooser.below(4) == 0:
+        words.append(chooser.text(12))
+
+    def parse() -> None:
+        try:
+            glob = cli.parse(main.GLOBAL, main._normalise_rootless(words), stop_at_positional=True)
+        except cli.HelpRequested:
+            return
+        if not glob.command or glob.command[0] not in main.COMMANDS:
+            return
+        module = importlib.import_module(
+            f"hostjob.cli.commands.{main.COMMANDS[glob.command[0]][0]}"
+        )
+        try:
+            cli.parse(module.COMMAND, glob.command[1:])
+        except cli.HelpRequested:
+            return
+
+    expect_clean(parse)
+
+
 # name -> (target, seed inputs for the raw ones)
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "config_json": config_json,
@@ -476,6 +523,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "reference_tokens": reference_tokens,
     "tar_raw": tar_raw,
     "tar_entries": tar_entries,
+    "cli_args": cli_args,
 }
 
 
