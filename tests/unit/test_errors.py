@@ -37,3 +37,20 @@ def test_an_unexpected_exception_is_one_line(monkeypatch, capsys) -> None:
     assert main.main(["--root", "/nonexistent-root", "state", "x"]) == 1
     err = capsys.readouterr().err
     assert err == "internal error: ValueError: embedded null byte\n"
+
+
+def test_pid_file_temp_never_writes_through_a_symlink(tmp_path) -> None:
+    """Issue 7: the pid file's temp name is predictable (.NAME.PID.tmp) in the caller's
+    directory; a symlink planted there made root write the pid through it."""
+    import os
+
+    from hostjob.runtime.store import write_pid_file
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    planted = tmp_path / f".pid.{os.getpid()}.tmp"
+    planted.symlink_to(victim)
+    write_pid_file(str(tmp_path / "pid"), 1234)
+    assert victim.read_text() == "precious"
+    assert (tmp_path / "pid").read_text() == "1234"
+    assert not planted.exists() and not planted.is_symlink()

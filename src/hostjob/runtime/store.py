@@ -331,7 +331,14 @@ def write_pid_file(path: str, pid: int) -> None:
     """Digits only, no newline, atomically (containerd and conmon read it at once)."""
     path = os.path.abspath(path)
     tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    # O_EXCL | O_NOFOLLOW: the temp name is predictable, and the directory is the
+    # caller's; a symlink planted there must not make root write through it.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(tmp, flags, 0o644)
+    except FileExistsError:
+        os.unlink(tmp)  # a leftover of a killed command with our pid, or a plant
+        fd = os.open(tmp, flags, 0o644)
     try:
         os.write(fd, str(pid).encode())
     finally:
