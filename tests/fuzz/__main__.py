@@ -31,6 +31,7 @@ def _run_one_atheris(name: str, runs: int, seconds: int, timeout: int, corpus: s
     import atheris
 
     with atheris.instrument_imports(include=["hostjob"]):
+        import hostjob.cgroups.resources
         import hostjob.cli.args
         import hostjob.cli.main
         import hostjob.config

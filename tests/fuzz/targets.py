@@ -235,6 +235,41 @@ def process_mutated(data: bytes) -> None:
     _load_process(json.dumps(doc).encode("utf-8", "surrogatepass"))
 
 
+# --- update --resources JSON ---------------------------------------------------------
+
+RESOURCES_SEED: dict[str, Any] = {
+    **CONFIG_SEED["linux"]["resources"],
+    "unified": {"memory.high": "max", "cpu.weight": "100"},
+    "memory": {"limit": 1 << 30, "swap": 2 << 30, "swappiness": 60, "disableOOMKiller": False},
+    "cpu": {"shares": 1024, "quota": -1, "period": 100000, "cpus": "0", "mems": "0", "idle": 0},
+}
+RESOURCES_KEYS = [*all_keys(RESOURCES_SEED), "realtimeRuntime", "kernel", "kernelTCP", "rdma"]
+
+
+def _load_resources(raw: bytes) -> None:
+    from hostjob import config
+    from hostjob.cgroups import resources as res
+
+    path = os.path.join(sandbox().base, "bundle", "resources.json")
+    with open(path, "wb") as f:
+        f.write(raw)
+
+    def load() -> None:
+        resources = config.load_resources(path)
+        merged = config.merge_resources(None, resources)
+        for version in (1, 2):
+            res.validate(merged, version)
+            res.requirements(merged, version)
+            res.ignored(merged, version)
+
+    expect_clean(load, runtime_path=True)
+
+
+def resources_mutated(data: bytes) -> None:
+    doc = mutate(RESOURCES_SEED, Chooser(data), RESOURCES_KEYS)
+    _load_resources(json.dumps(doc).encode("utf-8", "surrogatepass"))
+
+
 # --- image manifests, indexes, configs ------------------------------------------------
 
 _D = "sha256:" + "a" * 64
@@ -524,6 +559,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "tar_raw": tar_raw,
     "tar_entries": tar_entries,
     "cli_args": cli_args,
+    "resources_mutated": resources_mutated,
 }
 
 
