@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.compat import harness, image  # noqa: E402
+from tests.compat import harness, image
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

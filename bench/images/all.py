@@ -10,6 +10,14 @@ if any of them failed.
 
 from __future__ import annotations
 
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), ".."))
+from _venv import ensure_venv
+
+ensure_venv()
+
 import argparse
 import os
 import subprocess

@@ -12,6 +12,14 @@ store, rounds interleaved (the order rotates every round). Prints the best of
 
 from __future__ import annotations
 
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), ".."))
+from _venv import ensure_venv
+
+ensure_venv()
+
 import argparse
 import hashlib
 import json

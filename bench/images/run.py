@@ -20,6 +20,14 @@ even when the environment sets ``PYTHONDONTWRITEBYTECODE``.
 
 from __future__ import annotations
 
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), ".."))
+from _venv import ensure_venv
+
+ensure_venv()
+
 import argparse
 import contextlib
 import os
@@ -32,7 +40,7 @@ BENCH = Path(__file__).resolve().parents[1]
 for _path in (BENCH.parent, BENCH.parent / "src", BENCH):  # the repo, its src/, bench/
     sys.path.insert(0, str(_path))
 
-from _common import (  # noqa: E402
+from _common import (
     Result,
     call,
     export,

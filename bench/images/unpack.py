@@ -11,6 +11,14 @@ the best of ``--rounds`` for each, in MB/s of uncompressed tar, and the ratios t
 
 from __future__ import annotations
 
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), ".."))
+from _venv import ensure_venv
+
+ensure_venv()
+
 import argparse
 import io
 import os
