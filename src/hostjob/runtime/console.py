@@ -59,7 +59,7 @@ def setup_in_child(console: str | int, height: int | None, width: int | None) ->
         os.close(slave)
 
 
-def proxy(master: int, stdin_fd: int = 0, stdout_fd: int = 1, until_pid: int | None = None) -> None:
+def proxy(master: int, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
     """Copy stdin -> master and master -> stdout until the master hangs up."""
     import select
     import tty
