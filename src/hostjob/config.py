@@ -334,11 +334,13 @@ def writable_layer_device(rootfs: str) -> tuple[int, int] | None:
     """(major, minor) of the block device that holds the container's writable layer:
     an overlay's upper directory, or the rootfs itself; None when it is on no block
     device (tmpfs, a missing path)."""
+    from hostjob.mountinfo import mount_of
+
     path = rootfs
     try:
-        mount = _mount_of(rootfs)
-        if mount is not None and mount[0] == "overlay":
-            for option in mount[1].split(","):
+        mount = mount_of(rootfs)
+        if mount is not None and mount.fstype == "overlay":
+            for option in mount.options.split(","):
                 if option.startswith("upperdir="):
                     path = option[len("upperdir=") :]
         device = os.stat(path).st_dev
@@ -347,20 +349,6 @@ def writable_layer_device(rootfs: str) -> tuple[int, int] | None:
     if os.major(device) == 0:
         return None
     return os.major(device), os.minor(device)
-
-
-def _mount_of(path: str) -> tuple[str, str] | None:
-    """(fstype, super options) of the mount holding ``path``."""
-    best: tuple[int, str, str] | None = None
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            head, _, tail = line.partition(" - ")
-            point = head.split(" ")[4]
-            inside = path == point or path.startswith(point.rstrip("/") + "/")
-            if inside and (best is None or len(point) >= best[0]):
-                fstype, _source, options = [*tail.split(" "), "", ""][:3]
-                best = (len(point), fstype, options.strip())
-    return (best[1], best[2]) if best is not None else None
 
 
 def _truthy(value: str | None) -> bool:

@@ -209,35 +209,3 @@ def fs_context_messages(fd: int) -> list[str]:
             break
         out.append(data.decode(errors="replace").strip())
     return out
-
-
-def is_mountpoint(path: str) -> bool:
-    """Whether ``path`` is a mount point, from ``/proc/self/mountinfo``."""
-    real = os.path.realpath(path)
-    try:
-        with open("/proc/self/mountinfo", "rb") as f:
-            for line in f:
-                fields = line.split(b" ", 5)
-                if len(fields) > 4 and _unescape(fields[4]) == os.fsencode(real):
-                    return True
-    except FileNotFoundError:
-        pass
-    return False
-
-
-def _unescape(field: bytes) -> bytes:
-    if b"\\" not in field:
-        return field
-    out = bytearray()
-    i = 0
-    while i < len(field):
-        if field[i : i + 1] == b"\\" and i + 3 < len(field) + 1:
-            try:
-                out.append(int(field[i + 1 : i + 4], 8))
-                i += 4
-                continue
-            except ValueError:
-                pass
-        out += field[i : i + 1]
-        i += 1
-    return bytes(out)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 
+from hostjob import mountinfo
 from hostjob.errors import CgroupError, ConfigError
 
 TYPE_CHECKING = False
@@ -105,23 +106,6 @@ class Mounts:
         return f"Mounts(v{self.version}, {self.hierarchies!r}, unified={self.unified!r})"
 
 
-def _unescape(field: str) -> str:
-    # mountinfo escapes space, tab, newline and backslash as \ooo.
-    if "\\" not in field:
-        return field
-    out = []
-    i = 0
-    while i < len(field):
-        code = field[i + 1 : i + 4]
-        if field[i] == "\\" and len(code) == 3 and code.isdigit():
-            out.append(chr(int(code, 8)))
-            i += 4
-        else:
-            out.append(field[i])
-            i += 1
-    return "".join(out)
-
-
 def parse_mountinfo(text: str) -> Mounts:
     """The cgroup hierarchies in a ``/proc/<pid>/mountinfo`` text.
 
@@ -131,18 +115,11 @@ def parse_mountinfo(text: str) -> Mounts:
     """
     v1: dict[tuple[str, ...], Hierarchy] = {}
     unified: Hierarchy | None = None
-    for line in text.splitlines():
-        head, sep, tail = line.partition(" - ")
-        if not sep:
+    for mount in mountinfo.parse(text):
+        if mount.fstype not in ("cgroup", "cgroup2"):
             continue
-        after = tail.split(" ")
-        if len(after) < 3 or after[0] not in ("cgroup", "cgroup2"):
-            continue
-        fields = head.split(" ")
-        if len(fields) < 5:
-            continue
-        root, mountpoint = _unescape(fields[3]), _unescape(fields[4])
-        if after[0] == "cgroup2":
+        root, mountpoint = mount.root, mount.point
+        if mount.fstype == "cgroup2":
             h = Hierarchy(mountpoint, (), root, 2)
             if unified is None or _better_unified(h, unified):
                 unified = h
@@ -150,7 +127,7 @@ def parse_mountinfo(text: str) -> Mounts:
         controllers = tuple(
             sorted(
                 opt
-                for opt in after[2].split(",")
+                for opt in mount.options.split(",")
                 if opt not in _V1_FLAGS and ("=" not in opt or opt.startswith("name="))
             )
         )
@@ -179,7 +156,7 @@ def detect() -> Mounts:
     global _detected
     if _detected is None:
         try:
-            with open("/proc/self/mountinfo", "rb") as f:
+            with open(mountinfo.MOUNTINFO, "rb") as f:
                 text = f.read().decode("utf-8", "surrogateescape")
         except OSError as err:
             raise CgroupError(f"cannot read /proc/self/mountinfo: {err.strerror}") from None

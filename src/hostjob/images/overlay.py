@@ -22,6 +22,7 @@ import os
 
 from hostjob import linux
 from hostjob.errors import MountError
+from hostjob.mountinfo import is_mountpoint
 
 PAGE_LIMIT = 4095  # mount(2) copies at most one page of options, NUL included
 METHODS = ("auto", "fsconfig", "mount", "shortnames")
@@ -186,7 +187,7 @@ def _mount_shortnames(
 def unmount(target: str) -> None:
     """Unmount ``target`` if it is mounted; a busy mount is detached lazily."""
     target = os.path.abspath(target)
-    while linux.is_mountpoint(target):
+    while is_mountpoint(target):
         try:
             linux.umount2(target, linux.UMOUNT_NOFOLLOW)
         except OSError as err:
@@ -228,7 +229,7 @@ class ContainerRootfs:
         return os.path.join(self.rw_dir, "work")
 
     def mount(self, volatile: bool = True, method: str = "auto") -> str:
-        if linux.is_mountpoint(self.target):
+        if is_mountpoint(self.target):
             raise MountError(f"{self.target} is already a mount point")
         if os.path.exists(self.rw_dir):
             _rmtree(self.rw_dir)

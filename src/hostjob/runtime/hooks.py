@@ -11,7 +11,7 @@ import os
 
 from hostjob import faults, jsonio
 from hostjob.errors import HookError
-from hostjob.runtime.proc import exit_code, wait_pidfd
+from hostjob.runtime.proc import env_dict, exit_code, wait_pidfd
 from hostjob.runtime.signals import sig
 
 TYPE_CHECKING = False
@@ -44,7 +44,7 @@ def run_hook(point: str, index: int, hook: Hook, payload: bytes) -> None:
             pid = os.posix_spawn(
                 hook.path,
                 hook.args or [hook.path],
-                _env(hook.env),
+                env_dict(hook.env),
                 file_actions=[
                     (os.POSIX_SPAWN_DUP2, stdin_r, 0),
                     (os.POSIX_SPAWN_DUP2, output, 1),
@@ -78,14 +78,6 @@ def run_hook(point: str, index: int, hook: Hook, payload: bytes) -> None:
         for fd in (stdin_r, stdin_w, output):
             if fd >= 0:
                 os.close(fd)
-
-
-def _env(env: list[str]) -> dict[str, str]:
-    out = {}
-    for entry in env:
-        key, _, value = entry.partition("=")
-        out[key] = value
-    return out
 
 
 def _wait(pid: int, timeout: int | None) -> int | None:

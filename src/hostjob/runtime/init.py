@@ -21,7 +21,7 @@ import time
 from hostjob import cgroups
 from hostjob.errors import HostjobError, StartError
 from hostjob.runtime import resolve
-from hostjob.runtime.proc import exit_code
+from hostjob.runtime.proc import env_dict, exit_code
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -211,7 +211,7 @@ def _child_main(setup: ChildSetup, report_fd: int) -> None:
         state = dict(setup.hook_state, pid=os.getpid(), status="created")
         run_hooks("startContainer", setup.start_hooks, state)
     try:
-        os.execve(program, plan.args, _env_dict(env))
+        os.execve(program, plan.args, env_dict(env))
     except OSError as err:
         raise StartError(f'exec: "{plan.args[0]}": {err.strerror}') from None
 
@@ -310,14 +310,6 @@ def _wait_for_start(fifo_fd: int) -> None:
         # A writer left without writing (a start killed mid-way): wait for the next.
         time.sleep(0.01)
     # fifo_fd stays open (close-on-exec): ``start`` waits for it to close at exec.
-
-
-def _env_dict(env: list[str]) -> dict[str, str]:
-    out = {}
-    for entry in env:
-        key, _, value = entry.partition("=")
-        out[key] = value
-    return out
 
 
 def _rlimit_name(number: int) -> str:

@@ -270,6 +270,6 @@ def _remove(path: str) -> None:
 
 
 def _is_mounted(path: str) -> bool:
-    from hostjob.runtime.store import mounts_under
+    from hostjob.mountinfo import mounts_under
 
     return path in mounts_under(path)

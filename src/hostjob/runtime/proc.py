@@ -107,6 +107,15 @@ def reap(pid: int) -> int | None:
     return status if done else None
 
 
+def env_dict(env: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` entries as execve wants them (a later KEY wins)."""
+    out = {}
+    for entry in env:
+        key, _, value = entry.partition("=")
+        out[key] = value
+    return out
+
+
 def exit_code(status: int) -> int:
     """A wait status as a shell does: the exit code, or 128+N for signal N."""
     if os.WIFSIGNALED(status):

@@ -269,22 +269,9 @@ class StateStore:
             pass
 
 
-def mounts_under(path: str) -> list[str]:
-    """Mount points at or below ``path`` (deepest last), from /proc/self/mountinfo."""
-    prefix = path.rstrip("/") + "/"
-    found = []
-    with open("/proc/self/mountinfo", "rb") as f:
-        for line in f:
-            point = line.split(b" ", 5)[4].decode()
-            # mountinfo escapes space, tab, newline and backslash as octal.
-            if "\\" in point:
-                point = point.encode().decode("unicode_escape")
-            if point == path or point.startswith(prefix):
-                found.append(point)
-    return found
-
-
 def _unmount_under(path: str) -> None:
+    from hostjob.mountinfo import mounts_under
+
     points = mounts_under(path)
     if points:
         from hostjob import linux

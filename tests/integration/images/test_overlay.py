@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hostjob import linux
 from hostjob.errors import ImageError
 from hostjob.images import overlay
+from hostjob.mountinfo import is_mountpoint
 from tests.fixtures.images import write_layout
 from tests.fixtures.tars import entry, make_tar
 
@@ -48,7 +48,7 @@ def test_whiteouts_and_opaque_dirs_through_overlay(store, tmp_path):
     target = tmp_path / "rootfs"
     mounted = store.mount_container("c1", "test/wh:v1", str(target))
     try:
-        assert linux.is_mountpoint(str(target))
+        assert is_mountpoint(str(target))
         line = next(
             x for x in Path("/proc/self/mountinfo").read_text().splitlines() if f" {target} " in x
         )
@@ -65,7 +65,7 @@ def test_whiteouts_and_opaque_dirs_through_overlay(store, tmp_path):
         assert os.path.exists(os.path.join(mounted["upper"], "etc/hosts"))
     finally:
         store.unmount_container("c1", str(target))
-    assert not linux.is_mountpoint(str(target))
+    assert not is_mountpoint(str(target))
     assert not os.path.exists(mounted["upper"])
     assert "c1" not in store.containers()
 
@@ -137,7 +137,7 @@ def test_many_layers_beyond_the_mount_option_limit(store, tmp_path, cleanup_moun
             assert len(os.listdir(tmp_path / "m")) == 91
         finally:
             rootfs.unmount()
-        assert not linux.is_mountpoint(str(tmp_path / "m"))
+        assert not is_mountpoint(str(tmp_path / "m"))
 
 
 def test_image_without_layers_mounts(store, tmp_path):
