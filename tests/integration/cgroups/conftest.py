@@ -6,16 +6,12 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
 import hostjob.cgroups as cg
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 Spawn = Callable[..., subprocess.Popen[bytes]]
 

@@ -13,9 +13,9 @@ import time
 import pytest
 
 import hostjob.cgroups as cg
-from conftest import Spawn, cat, cgroups_of, gone, leftovers, wait_gone
 from hostjob.errors import CgroupError
 from hostjob.spec.runtime import Resources
+from tests.integration.cgroups.conftest import Spawn, cat, cgroups_of, gone, leftovers, wait_gone
 
 pytestmark = pytest.mark.skipif(
     cg.detect().version != 1, reason="this host is not cgroup v1 (the v2 tests cover it)"

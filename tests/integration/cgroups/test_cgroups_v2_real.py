@@ -15,9 +15,9 @@ import time
 import pytest
 
 import hostjob.cgroups as cg
-from conftest import Spawn, cat, leftovers, wait_gone
 from hostjob.errors import MissingController
 from hostjob.spec.runtime import Resources
+from tests.integration.cgroups.conftest import Spawn, cat, leftovers, wait_gone
 
 UNIFIED = cg.detect().unified
 pytestmark = pytest.mark.skipif(UNIFIED is None, reason="no cgroup2 hierarchy is mounted here")

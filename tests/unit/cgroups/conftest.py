@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from fakefs import FakeCgroup1, FakeCgroup2
-
 from hostjob import log
 from hostjob.cgroups import _manager
+from tests.unit.cgroups.fakefs import FakeCgroup1, FakeCgroup2
 
 
 @pytest.fixture

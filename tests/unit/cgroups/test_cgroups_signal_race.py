@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import time
 
-from tests.unit.cgroups.fakefs import FakeCgroup1, FakeCgroup2
-
 import hostjob.cgroups as cg
+from tests.unit.cgroups.fakefs import FakeCgroup1, FakeCgroup2
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

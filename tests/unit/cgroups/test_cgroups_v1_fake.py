@@ -9,11 +9,11 @@ import subprocess
 from collections.abc import Callable
 
 import pytest
-from fakefs import FakeCgroup1, FakeCgroup2
 
 import hostjob.cgroups as cg
 from hostjob.errors import CgroupError, ConfigError, MissingController
 from hostjob.spec.runtime import Resources
+from tests.unit.cgroups.fakefs import FakeCgroup1, FakeCgroup2
 
 Spawn = Callable[..., subprocess.Popen[bytes]]
 PATH = "/hostjob/c1"

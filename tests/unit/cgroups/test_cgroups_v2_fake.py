@@ -11,12 +11,12 @@ import time
 from collections.abc import Callable
 
 import pytest
-from fakefs import FakeCgroup2
 
 import hostjob.cgroups as cg
 from hostjob.cgroups.resources import cpu_shares_to_weight
 from hostjob.errors import CgroupError, ConfigError, MissingController
 from hostjob.spec.runtime import Resources
+from tests.unit.cgroups.fakefs import FakeCgroup2
 
 Spawn = Callable[..., subprocess.Popen[bytes]]
 PATH = "/hostjob/c1"
