@@ -24,6 +24,7 @@ from _common import (
     measure,
     note,
     print_table,
+    report_problems,
     resolve_runtimes,
     timed,
 )
@@ -54,9 +55,9 @@ def main(argv: list[str] | None = None) -> int:
             img = image.build_oci_image(workdir / "image")
 
             ctd = harness.Containerd(workdir / "containerd")
-            stack.callback(_report, "containerd", ctd.stop)
+            stack.callback(report_problems, "containerd", ctd.stop)
             pm = harness.Podman(workdir / "podman", runtimes)
-            stack.callback(_report, "podman", pm.teardown)
+            stack.callback(report_problems, "podman", pm.teardown)
             if "ctr" in clients:
                 ctd.start()
                 ctd.import_image(img.archive, img.ref)
@@ -103,12 +104,6 @@ def main(argv: list[str] | None = None) -> int:
         harness.unmount_all_under(workdir)
         shutil.rmtree(workdir, ignore_errors=True)
     return rc
-
-
-def _report(what: str, stop: object) -> None:
-    assert callable(stop)
-    for problem in stop():
-        note(f"WARNING ({what}): {problem}")
 
 
 __all__ = ["main"]

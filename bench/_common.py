@@ -89,6 +89,12 @@ def resolve_runtimes(
     return runtimes
 
 
+def report_problems(what: str, cleanup: Callable[[], list[str]]) -> None:
+    """Run a teardown that returns the problems it found; warn about each."""
+    for problem in cleanup():
+        note(f"WARNING ({what}): {problem}")
+
+
 def installed_hostjob() -> str:
     """The repository's installed (byte-compiled, non-editable) hostjob, installing it with
     scripts/install if needed: running it from src/ would time the bytecode compiler."""

@@ -12,6 +12,7 @@ shim does it: ``create --pid-file``, ``start``, reap the init's exit status as s
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import sys
 import tempfile
@@ -29,6 +30,7 @@ from _common import (
     note,
     print_table,
     reap_strays,
+    report_problems,
     resolve_runtimes,
     timed,
     wait_status,
@@ -130,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.ExitStack() as stack:
             runtimes = resolve_runtimes(args, workdir, stack)
             lc = Lifecycle(workdir, runtimes)
-            stack.callback(_cleanup, lc, runtimes)
+            stack.callback(report_problems, "lifecycle", functools.partial(lc.cleanup, runtimes))
             become_subreaper()
             for r in runtimes:
                 lc.check(r)
@@ -150,11 +152,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return rc
-
-
-def _cleanup(lc: Lifecycle, runtimes: list[harness.Runtime]) -> None:
-    for problem in lc.cleanup(runtimes):
-        note(f"WARNING: {problem}")
 
 
 __all__ = ["main"]

@@ -13,6 +13,7 @@ keep none either) and removes everything.
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import sys
 import tempfile
@@ -31,6 +32,7 @@ from _common import (
     note,
     print_table,
     reap_strays,
+    report_problems,
     resolve_runtimes,
     timed,
 )
@@ -145,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.ExitStack() as stack:
             runtimes = resolve_runtimes(args, workdir, stack)
             sc = Scale(workdir, runtimes, args.count)
-            stack.callback(_cleanup, sc, runtimes)
+            stack.callback(report_problems, "scale", functools.partial(sc.cleanup, runtimes))
             become_subreaper()
             for r in runtimes:
                 took = sc.start_all(r)
@@ -172,11 +174,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return rc
-
-
-def _cleanup(sc: Scale, runtimes: list[harness.Runtime]) -> None:
-    for problem in sc.cleanup(runtimes):
-        note(f"WARNING: {problem}")
 
 
 __all__ = ["main"]

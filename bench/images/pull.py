@@ -29,12 +29,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import unpack as unpack_bench
+from tests.compat.harness import Containerd
 from tests.fixtures.registry import DockerRegistry, skopeo_copy
 
 
@@ -107,48 +109,6 @@ def unmount_under(prefix: str) -> None:
         subprocess.run(["umount", "-l", point], check=False)
 
 
-class Containerd:
-    def __init__(self, work: str) -> None:
-        self.root = os.path.join(work, "containerd")
-        self.sock = os.path.join(self.root, "sock")
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def __enter__(self) -> Containerd | None:
-        if not shutil.which("containerd") or not shutil.which("ctr"):
-            return None
-        os.makedirs(self.root)
-        config = os.path.join(self.root, "config.toml")
-        with open(config, "w") as f:
-            f.write(f'version = 2\n[grpc]\n  address = "{self.sock}"\n')
-        self.proc = subprocess.Popen(
-            [
-                "containerd",
-                "--config",
-                config,
-                "--root",
-                f"{self.root}/root",
-                "--state",
-                f"{self.root}/state",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for _ in range(100):
-            if os.path.exists(self.sock):
-                return self
-            time.sleep(0.1)
-        return None
-
-    def ctr(self, *args: str) -> None:
-        subprocess.run(["ctr", "--address", self.sock, *args], check=True, capture_output=True)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(10)
-            unmount_under(self.root)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mb", type=int, default=100)
@@ -198,20 +158,24 @@ def main() -> None:
 
             if shutil.which("umoci"):
                 clients["skopeo copy + umoci unpack"] = skopeo_umoci
-            with Containerd(work) as containerd:
-                if containerd is not None:
-                    counter = iter(range(1000))
+            containerd = Containerd(Path(work) / "containerd")
+            containerd.start()
+            counter = iter(range(1000))
 
-                    def ctr_pull(out: str) -> None:
-                        ns = f"bench{next(counter)}"
-                        containerd.ctr("-n", ns, "images", "pull", "--plain-http", ref)
+            def ctr_pull(out: str) -> None:
+                # A fresh namespace each round: nothing cached from the previous pull.
+                containerd.namespace = f"bench{next(counter)}"
+                containerd.ctr("images", "pull", "--plain-http", ref, check=True)
 
-                    clients["ctr images pull"] = ctr_pull
+            clients["ctr images pull"] = ctr_pull
+            try:
                 order = list(clients)
                 for i in range(args.rounds):
                     for name in order:
                         timed(name, i)
                     order = order[1:] + order[:1]
+            finally:
+                containerd.stop()
         base = results["hostjob pull"]
         print(f"image: {args.layers} layers, ~{args.mb} MB uncompressed, 10k files")
         for name, seconds in results.items():

@@ -201,7 +201,7 @@ def test_repacking_a_tag_replaces_it(tree, tmp_path):
 
 
 def test_pack_result_in_ctr_and_podman(tree, tmp_path):
-    from tests.fixtures.registry import Containerd
+    from tests.compat.harness import Containerd
 
     archive = tmp_path / "tool.tar"
     result = pack.pack(str(tree), f"oci-archive:{archive}:v1", entrypoint=["/bin/busybox"])
@@ -217,15 +217,11 @@ def test_pack_result_in_ctr_and_podman(tree, tmp_path):
         assert result["config"][7:] in run(*podman, "images", "-q", "--no-trunc")
     finally:
         shutil.rmtree(runroot, ignore_errors=True)
-    with Containerd(str(tmp_path / "containerd")) as containerd:
-        containerd.ctr(
-            "-n",
-            "hostjob-test",
-            "images",
-            "import",
-            "--base-name",
-            "example.com/tool",
-            str(archive),
-        )
-        listing = containerd.ctr("-n", "hostjob-test", "images", "ls")
+    containerd = Containerd(tmp_path / "containerd", namespace="hostjob-test")
+    containerd.start()
+    try:
+        containerd.ctr("images", "import", "--base-name", "example.com/tool", archive, check=True)
+        listing = containerd.ctr("images", "ls", check=True).stdout
         assert "example.com/tool:v1" in listing and result["digest"] in listing
+    finally:
+        assert containerd.stop() == []
