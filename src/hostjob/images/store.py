@@ -365,13 +365,6 @@ class Store:
                 )
         return True
 
-    def layer_info(self, diff_id: str) -> dict[str, Any]:
-        try:
-            with open(os.path.join(self.layer_path(diff_id), "layer.json")) as f:
-                return json.load(f)  # type: ignore[no-any-return]
-        except FileNotFoundError:
-            raise ImageNotFound(f"layer {diff_id} is not unpacked") from None
-
     # --- names ------------------------------------------------------------------------
 
     def _images(self) -> dict[str, dict[str, Any]]:

@@ -9,7 +9,6 @@ signalled.
 
 from __future__ import annotations
 
-import errno
 import os
 import select
 import time
@@ -85,28 +84,6 @@ def wait_pidfd(fd: int, timeout: float | None) -> bool:
             return False
 
 
-def wait_gone(pid: int, started: int, timeout: float) -> bool:
-    """Wait until the (not necessarily child) process has exited or become a zombie."""
-    fd = open_pidfd(pid, started)
-    if fd is None:
-        return True
-    try:
-        if wait_pidfd(fd, timeout):
-            return True
-        return not is_alive(pid, started)
-    finally:
-        os.close(fd)
-
-
-def reap(pid: int) -> int | None:
-    """waitpid for our own child without blocking; its wait status, or None."""
-    try:
-        done, status = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return None
-    return status if done else None
-
-
 def env_dict(env: list[str]) -> dict[str, str]:
     """``KEY=VALUE`` entries as execve wants them (a later KEY wins)."""
     out = {}
@@ -121,7 +98,3 @@ def exit_code(status: int) -> int:
     if os.WIFSIGNALED(status):
         return 128 + os.WTERMSIG(status)
     return os.waitstatus_to_exitcode(status)
-
-
-def errno_name(err: OSError) -> str:
-    return errno.errorcode.get(err.errno or 0, str(err.errno))

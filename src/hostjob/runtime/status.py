@@ -21,8 +21,6 @@ class Status:
     PAUSED = "paused"
     STOPPED = "stopped"
 
-    ALL = (CREATING, CREATED, RUNNING, PAUSED, STOPPED)
-
 
 def can_start(status: str) -> bool:
     return status == Status.CREATED
