@@ -170,7 +170,6 @@ class JobConfig(Model):
 
     __slots__ = (
         "annotations",
-        "bind_rootfs",
         "bundle",
         "cgroups_path",
         "hooks",
@@ -191,7 +190,6 @@ class JobConfig(Model):
     readonly: bool
     mount_mode: str
     mount_point: str
-    bind_rootfs: bool
     volumes: list[Volume]
     process: ProcessConfig
     hooks: dict[str, list[Hook]]
@@ -207,7 +205,6 @@ class JobConfig(Model):
         ("readonly", "readonly", boolean),
         ("mountMode", "mount_mode", string),
         ("mountPoint", "mount_point", string),
-        ("bindRootfs", "bind_rootfs", boolean),
         ("volumes", "volumes", list_of(model(Volume))),
         ("process", "process", model(ProcessConfig)),
         ("hooks", "hooks", map_of(list_of(model(Hook)))),
@@ -217,6 +214,11 @@ class JobConfig(Model):
         ("inheritUser", "inherit_user", boolean),
         ("image", "image", string),
     )
+
+    @property
+    def bind_rootfs(self) -> bool:
+        """Host mode with a mount point of its own: hostjob binds the rootfs there."""
+        return self.mount_mode == "host" and self.mount_point != self.rootfs
 
     def hooks_for(self, point: str) -> list[Hook]:
         return (self.hooks or {}).get(point) or []
@@ -283,7 +285,7 @@ def to_job_config(spec: wire.Spec, bundle: str, container_id: str) -> JobConfig:
             f"must be one of {', '.join(MOUNT_MODES)}, not {mount_mode!r}",
             f"annotations.{ANNOTATION_MOUNT_MODE}",
         )
-    mount_point, bind_rootfs = _mount_point(spec, annotations, container_id, rootfs, mount_mode)
+    mount_point = _mount_point(spec, annotations, container_id, rootfs, mount_mode)
     linux = spec.linux or wire.Linux()
     resources = linux.resources
     windows = spec.windows
@@ -299,7 +301,6 @@ def to_job_config(spec: wire.Spec, bundle: str, container_id: str) -> JobConfig:
         readonly=bool(spec.root.readonly),
         mount_mode=mount_mode,
         mount_point=mount_point,
-        bind_rootfs=bind_rootfs,
         volumes=_volumes(spec.mounts or [], bundle),
         process=process_config(spec.process, "process"),
         hooks=_hooks(spec.hooks),
@@ -401,8 +402,8 @@ def _warn_ignored(spec: wire.Spec) -> None:
 
 def _mount_point(
     spec: wire.Spec, annotations: dict[str, str], container_id: str, rootfs: str, mode: str
-) -> tuple[str, bool]:
-    """(sandbox mount point, whether hostjob bind-mounts the rootfs there on the host)."""
+) -> str:
+    """The sandbox mount point (SPEC §3)."""
     asked = None
     path = ""
     job = spec.windows.job_container if spec.windows is not None else None
@@ -417,10 +418,8 @@ def _mount_point(
     if asked is not None:
         asked = validate_mount_point(asked, path)
     if mode == "bind":
-        return asked or DEFAULT_BIND_MOUNT_POINT, False
-    if asked is None or asked == rootfs:
-        return rootfs, False
-    return asked, True
+        return asked or DEFAULT_BIND_MOUNT_POINT
+    return asked or rootfs
 
 
 _SYSTEM_TREES = ("/proc", "/sys", "/dev")
