@@ -30,6 +30,18 @@ def _assert_clean(ctd: Containerd, cid: str, runtime: Runtime) -> None:
     assert not left, f"{runtime.name}: {cid} left behind: {left}"
 
 
+def _run_detached(ctd: Containerd, runtime: Runtime, image: OCIImage, name: str) -> str:
+    """``ctr run -d`` of the idle loop; the container's ID once its task is RUNNING."""
+    cid = ctd.new_id(name)
+    cp = ctd.ctr(
+        "run", "-d", "--runc-binary", runtime.client_path, image.ref, cid, "sh", "-c", LOOP,
+        timeout=60,
+    )  # fmt: skip
+    assert cp.returncode == 0, cp.stderr
+    assert ctd.wait_status(cid, "RUNNING"), ctd.tasks()
+    return cid
+
+
 def test_images_import(containerd_daemon: Containerd, test_image: OCIImage) -> None:
     ctd = containerd_daemon
     cp = ctd.ctr("images", "import", test_image.archive, timeout=120)
@@ -84,21 +96,7 @@ def test_detached_exec_ps_pause_kill_delete(
     containerd: Containerd, runtime: Runtime, test_image: OCIImage
 ) -> None:
     ctd = containerd
-    cid = ctd.new_id("detached")
-    cp = ctd.ctr(
-        "run",
-        "-d",
-        "--runc-binary",
-        runtime.client_path,
-        test_image.ref,
-        cid,
-        "sh",
-        "-c",
-        LOOP,
-        timeout=60,
-    )
-    assert cp.returncode == 0, cp.stderr
-    assert ctd.wait_status(cid, "RUNNING"), ctd.tasks()
+    cid = _run_detached(ctd, runtime, test_image, "detached")
     pid = ctd.tasks()[cid][0]
 
     # the init is in the container's cgroup (the shim reads /proc/PID/cgroup after create)
@@ -165,21 +163,7 @@ def test_run_with_config(
 
 def test_task_metrics(containerd: Containerd, runtime: Runtime, test_image: OCIImage) -> None:
     ctd = containerd
-    cid = ctd.new_id("metrics")
-    cp = ctd.ctr(
-        "run",
-        "-d",
-        "--runc-binary",
-        runtime.client_path,
-        test_image.ref,
-        cid,
-        "sh",
-        "-c",
-        LOOP,
-        timeout=60,
-    )
-    assert cp.returncode == 0, cp.stderr
-    assert ctd.wait_status(cid, "RUNNING")
+    cid = _run_detached(ctd, runtime, test_image, "metrics")
     table = ctd.ctr("task", "metrics", cid)
     assert table.returncode == 0, table.stderr
     assert "pids.current" in table.stdout, table.stdout
