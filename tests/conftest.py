@@ -29,9 +29,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    needs_root = [i for i in items if "integration" in i.path.parts or "compat" in i.path.parts]
+    needs_root = [i for i in items if {"integration", "compat", "security"} & set(i.path.parts)]
     if needs_root and os.geteuid() != 0:
-        raise pytest.UsageError("integration and compat tests run as root (they use the kernel)")
+        raise pytest.UsageError(
+            "integration, compat and security tests run as root (they use the kernel)"
+        )
 
 
 @pytest.fixture

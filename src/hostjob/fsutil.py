@@ -30,8 +30,10 @@ DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # How deep a removal holds directory fds open; deeper directories are moved up to
 # the top of the tree first (a hostile tree may be thousands of levels deep).
 _MAX_DEPTH = 64
-# How often a removal starts over on a directory that keeps being refilled.
+# How often a removal starts over on a directory that keeps being refilled, or looks
+# again at one whose entries keep being swapped.
 _MAX_REFILLS = 8
+_MAX_RESCANS = 1024
 
 
 def parts(path: str) -> list[str]:
@@ -128,11 +130,16 @@ def make_dirs(
     return fd
 
 
-def unmount(path: str, flags: int) -> None:
-    """umount2 of the mount at ``path`` (absolute, canonical), reaching its parent
-    directory without following any symlink and never following the last component
-    (``UMOUNT_NOFOLLOW``): a path swapped for a symlink cannot redirect the unmount to
-    another mount. Raises OSError (``ENOTDIR``/``ELOOP``: a symlink on the way)."""
+def unmount(path: str, flags: int) -> bool:
+    """umount2 of the mount at ``path`` (absolute, canonical) if one is there; False
+    when ``path`` is no mount point (or is gone).
+
+    Its parent directory is reached without following any symlink, the last component
+    is never followed (``UMOUNT_NOFOLLOW``), and whether it is a mount point is asked
+    of the directory so reached (its mount id), not of mountinfo's paths, which a
+    rename on the way changes: a path swapped for a symlink cannot redirect the
+    unmount to someone else's mount. Raises OSError (``ENOTDIR``/``ELOOP``: a
+    symlink on the way)."""
     from hostjob import linux
 
     parent, name = os.path.split(path)
@@ -140,8 +147,18 @@ def unmount(path: str, flags: int) -> None:
         raise OSError(errno.EINVAL, "refusing to unmount /")
     fd = walk_path(parent)
     try:
+        try:
+            target = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        except FileNotFoundError:
+            return False
+        try:
+            if mount_id(target) == mount_id(fd):
+                return False
+        finally:
+            os.close(target)
         # The magic link /proc/self/fd/N is the directory we hold, whatever its path.
         linux.umount2(f"/proc/self/fd/{fd}/{name}", flags | linux.UMOUNT_NOFOLLOW)
+        return True
     finally:
         os.close(fd)
 
@@ -255,25 +272,37 @@ def _remove_dir(parent_fd: int, name: str, where: str) -> None:
                 continue
             stack.pop()
             os.close(current.fd)
-            parent = stack[-1] if stack else base
+            parent = stack[-1] if stack else None
             try:
-                os.rmdir(current.name, dir_fd=parent.fd)
+                os.rmdir(current.name, dir_fd=parent.fd if parent else base.fd)
+                continue
             except FileNotFoundError:
-                pass
+                continue
             except OSError as err:
-                if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                if err.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
                     raise
-                # Refilled while we emptied it (a process outside still writing there).
-                if current.refills >= _MAX_REFILLS:
-                    raise OSError(
-                        errno.ENOTEMPTY, f"cannot remove {current.path}: it keeps being refilled"
-                    ) from None
-                again = _enter(parent, current.name, current.path)
+                code = err.errno
+            if parent is None:
+                # The tree's top was refilled meanwhile (a process still writing there).
+                if code == errno.ENOTDIR or current.refills >= _MAX_REFILLS:
+                    raise OSError(errno.EBUSY, f"cannot remove {where}: it keeps changing")
+                again = _enter(base, current.name, where)
                 if again is not None:
                     again.refills = current.refills + 1
                     stack.append(again)
-                    if not stack[:-1]:
-                        top = again
+                    top = again
+                continue
+            # Refilled meanwhile, or its name now holds a symlink (swapped in) while the
+            # directory went to another name of the parent: look at the parent again.
+            if parent.refills >= _MAX_RESCANS:
+                raise OSError(errno.EBUSY, f"cannot remove {parent.path}: it keeps changing")
+            parent.refills += 1
+            if code == errno.ENOTDIR:
+                try:
+                    os.unlink(current.name, dir_fd=parent.fd)
+                except (FileNotFoundError, IsADirectoryError):
+                    pass
+            _clear_files(parent)
     finally:
         for frame in stack:
             os.close(frame.fd)
@@ -316,14 +345,18 @@ def _enter(parent: _Dir, name: str, path: str) -> _Dir | None:
 
 
 def _clear_files(current: _Dir) -> None:
+    """Unlink every entry of ``current`` but directories, which go to its ``subdirs``."""
+    pending = set(current.subdirs)
     with os.scandir(current.fd) as entries:
         for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                current.subdirs.append(entry.name)
-                continue
-            try:
-                os.unlink(entry.name, dir_fd=current.fd)
-            except FileNotFoundError:
-                pass
-            except IsADirectoryError:
+            if not entry.is_dir(follow_symlinks=False):
+                try:
+                    os.unlink(entry.name, dir_fd=current.fd)
+                    continue
+                except FileNotFoundError:
+                    continue
+                except IsADirectoryError:
+                    pass  # became a directory meanwhile
+            if entry.name not in pending:
+                pending.add(entry.name)
                 current.subdirs.append(entry.name)

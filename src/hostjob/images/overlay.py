@@ -189,12 +189,12 @@ def unmount(target: str) -> None:
     from hostjob import fsutil
 
     # Its parent reached without following a symlink, itself never followed.
-    target = os.path.join(
-        fsutil.canonical(os.path.dirname(os.path.abspath(target))), os.path.basename(target)
-    )
-    while is_mountpoint(target):
+    target = os.path.abspath(target)
+    target = os.path.join(fsutil.canonical(os.path.dirname(target)), os.path.basename(target))
+    for _ in range(16):  # stacked mounts
         try:
-            fsutil.unmount(target, 0)
+            if not fsutil.unmount(target, 0):
+                return
         except OSError as err:
             if err.errno == errno.EBUSY:
                 fsutil.unmount(target, linux.MNT_DETACH)

@@ -435,17 +435,20 @@ def _unmount_all(target: str) -> None:
     from hostjob import linux
 
     for _ in range(_MAX_STACKED):
-        if not _is_mounted(target):
-            return
         try:
-            fsutil.unmount(target, linux.MNT_DETACH)
+            if not fsutil.unmount(target, linux.MNT_DETACH):
+                return
         except OSError as err:
             if err.errno in (errno.ELOOP, errno.ENOTDIR):
-                _leave(target, "unmounted")
-                return
+                # Not left quietly: the record stays, and delete --force tries again.
+                raise MountError(
+                    f"cannot unmount {target}: a directory on its path was replaced by a"
+                    " symlink or a file, and hostjob never follows it"
+                ) from None
             if err.errno in (errno.EINVAL, errno.ENOENT):
                 return
             raise MountError(f"cannot unmount {target}: {err.strerror}") from None
+    raise MountError(f"cannot unmount {target}: more than {_MAX_STACKED} mounts stacked there")
 
 
 def _parent_fd(path: str, verb: str) -> tuple[int, str] | None:
@@ -509,9 +512,3 @@ def _remove(path: str) -> None:
             raise MountError(f"cannot remove {path}: {err.strerror}") from None
     finally:
         os.close(fd)
-
-
-def _is_mounted(path: str) -> bool:
-    from hostjob.mountinfo import mounts_under
-
-    return path in mounts_under(path)

@@ -283,7 +283,8 @@ def _unmount_under(path: str) -> None:
     for point in dict.fromkeys(outermost):
         for _ in range(16):  # stacked mounts on one point
             try:
-                fsutil.unmount(point, linux.MNT_DETACH)
+                if not fsutil.unmount(point, linux.MNT_DETACH):
+                    break
             except OSError as err:
                 if err.errno in (errno.EINVAL, errno.ENOENT):
                     break
