@@ -48,12 +48,17 @@ def canonical(path: str) -> str:
     """``path`` (absolute) with the symlinks of its existing part resolved and the
     missing rest appended: the form in which the runtime records what it makes, so
     that undoing it later can walk every component without following anything."""
-    head = os.path.abspath(path)
-    tail: list[str] = []
-    while head != "/" and not os.path.lexists(head):
-        head, name = os.path.split(head)
-        tail.append(name)
-    return os.path.join(os.path.realpath(head), *reversed(tail))
+    for _ in range(_MAX_REFILLS):
+        head = os.path.abspath(path)
+        tail: list[str] = []
+        while head != "/" and not os.path.lexists(head):
+            head, name = os.path.split(head)
+            tail.append(name)
+        try:
+            return os.path.join(os.path.realpath(head), *reversed(tail))
+        except OSError:
+            continue  # a symlink swapped for a directory mid-way (readlink: EINVAL)
+    raise OSError(errno.EBUSY, f"{path} keeps changing")
 
 
 def under(path: str, root: str) -> bool:

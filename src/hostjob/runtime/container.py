@@ -508,8 +508,11 @@ class Container:
                 continue
             for target in (job.mount_point, *(v.destination for v in job.volumes)):
                 # Undo entries are canonical (symlinks resolved); so is the comparison.
-                if fsutil.under(fsutil.canonical(target), path):
-                    return True
+                try:
+                    if fsutil.under(fsutil.canonical(target), path):
+                        return True
+                except OSError:
+                    return True  # cannot tell: keep it (an empty directory at worst)
         return False
 
     # --- the job: pause, resume, ps, update, stats ----------------------------------------

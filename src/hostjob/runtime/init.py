@@ -292,7 +292,10 @@ def _make_cwd(path: str, uid: int, gid: int, mount_point: str) -> None:
 
     root = os.path.realpath(mount_point)
     # Symlinks of the existing part that stay inside the image are resolved first.
-    target = fsutil.canonical(path)
+    try:
+        target = fsutil.canonical(path)
+    except OSError as err:
+        raise StartError(f"cannot create the working directory {path}: {_reason(err)}") from None
     if not fsutil.under(target, root):
         raise StartError(
             f"working directory {path} leads outside the container's root through a symlink"

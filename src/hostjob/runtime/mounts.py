@@ -88,14 +88,15 @@ def prepare_host(job: JobConfig, record: Callable[[str, str], None]) -> None:
             # Read-only needs a mount; the rootfs itself is the mount point here.
             record(UNMOUNT, fsutil.canonical(job.rootfs))
             linux.mount(job.rootfs, job.rootfs, None, linux.MS_BIND | linux.MS_REC)
-        _remount_readonly(fsutil.canonical(job.mount_point), job.mount_point)
+        point = job.mount_point
+        _remount_readonly(_canonical(point, f"mount point {point}"), point)
 
 
 def _bind_rootfs(job: JobConfig, record: Callable[[str, str], None]) -> None:
     from hostjob import linux
 
     asked = job.mount_point
-    target = fsutil.canonical(asked)
+    target = _canonical(asked, f"mount point {asked}")
     parent_fd, name = _make_parent(target, f"mount point {asked}", record)
     try:
         try:
@@ -167,6 +168,13 @@ def _open_no_symlink(parent_fd: int, name: str, what: str) -> int:
         raise _walk_error(what, name, err) from None
 
 
+def _canonical(path: str, what: str) -> str:
+    try:
+        return fsutil.canonical(path)
+    except OSError as err:
+        raise MountError(f"{what}: {err.strerror} (a symlink on its path keeps changing)") from None
+
+
 def _walk_error(what: str, path: str, err: OSError) -> MountError:
     if err.errno in (errno.ELOOP, errno.ENOTDIR):
         return MountError(
@@ -182,7 +190,7 @@ def _link_volume(
     what = f"volume {destination}"
     real_root = os.path.realpath(rootfs)
     link = os.path.join(rootfs, destination.lstrip("/"))
-    parent = fsutil.canonical(os.path.dirname(link))
+    parent = _canonical(os.path.dirname(link), what)
     if not fsutil.under(parent, real_root):
         # The image's own symlink (var/run -> /run, or a hostile w -> /etc) would put
         # the link, and the directories made for it, on the host outside the rootfs.
@@ -237,8 +245,8 @@ def prepare_bind(
     if not os.path.isdir(job.rootfs):
         raise MountError(f"rootfs {job.rootfs} is not a directory")
     for asked, source in _bind_targets(job):
-        target = fsutil.canonical(asked)
         what = f"mount target {asked}"
+        target = _canonical(asked, what)
         parent_fd, name = _make_parent(target, what, record)
         try:
             try:
@@ -277,7 +285,7 @@ def enter_bind_namespace(job: JobConfig) -> Callable[[], None]:
     readonly = {job.mount_point: job.readonly}
     readonly.update({v.destination: v.readonly for v in job.volumes})
     targets = [
-        (asked, fsutil.canonical(asked), source, readonly[asked])
+        (asked, _canonical(asked, f"mount target {asked}"), source, readonly[asked])
         for asked, source in _bind_targets(job)
     ]
 
