@@ -11,11 +11,16 @@ through its own fd (``hostjob.runtime.init._make_cwd``).
 from __future__ import annotations
 
 import os
+import signal
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from hostjob import config
 from hostjob.errors import StartError
 from hostjob.runtime.container import Container
+from hostjob.runtime.foreground import FORWARDED
 from tests.helpers import Hostjob, base_config, new_id
 from tests.security.racers import open_up, path_based_make_cwd, racing, snapshot
 
@@ -62,6 +67,17 @@ def test_cwd_creation_attack(bundle, tmp_path: Path) -> None:
     assert stolen(), f"the racer never beat the path-based cwd creation in {10 * ATTEMPTS} tries"
 
 
+@pytest.fixture
+def signals_restored() -> Iterator[None]:
+    """An attached exec through the library forwards signals while it waits, then
+    ignores them (the CLI tears down next): give the test process its own back."""
+    saved = {number: signal.getsignal(number) for number in FORWARDED}
+    yield
+    for number, handler in saved.items():
+        signal.signal(number, handler)
+
+
+@pytest.mark.usefixtures("signals_restored")
 def test_exec_cwd_creation_under_a_racer(hj: Hostjob, bundle, tmp_path: Path) -> None:
     """2,000 execs with a missing cwd (through the library, as `exec --cwd` does) while
     the container's user swaps ``new`` for a symlink to the canary: the canary never
