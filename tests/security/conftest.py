@@ -12,12 +12,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from hostjob import linux
+from tests.helpers import Hostjob
 
 NOBODY = 65534
 ID_PROGRAM = "/usr/bin/id"  # coreutils: `id -u` prints the *effective* uid
@@ -25,13 +27,28 @@ CHAR_DEVICE = (1, 3)  # the null device: harmless if a test ever opened it for r
 
 
 @pytest.fixture
-def open_tmp(tmp_path: Path) -> Path:
-    """``tmp_path``, with it and the directories above it open to other users
-    (pytest makes them 0700): a denial then comes from what hostjob made."""
-    for directory in (tmp_path, *tmp_path.parents):
-        if str(directory).startswith(("/tmp/", "/var/tmp/")) and directory.is_dir():
-            directory.chmod(directory.stat().st_mode | 0o755)
-    return tmp_path
+def open_tmp() -> Iterator[Path]:
+    """A directory other users can search (0755), for what ``nobody`` must be denied:
+    a denial then comes from what hostjob made. Not under pytest's ``tmp_path``: pytest
+    sets ``/tmp/pytest-of-root`` back to 0700 whenever a session starts (another
+    session on the machine, any time). Removed afterwards, mounts below it first."""
+    path = Path(tempfile.mkdtemp(prefix="hostjob-security-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    unmount_under(str(path))
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def hj_open(open_tmp: Path) -> Iterator[Hostjob]:
+    """hostjob on a state root in ``open_tmp`` (a job running as another user must
+    reach its rootfs there); afterwards, nothing may be left behind."""
+    runner = Hostjob(open_tmp / "state", log=open_tmp / "hostjob.log")
+    yield runner
+    leftovers = sorted(os.listdir(runner.root)) if runner.root.exists() else []
+    for container_id in leftovers:
+        runner("delete", "--force", container_id)
+    assert not leftovers, f"test left containers behind: {leftovers}"
 
 
 @pytest.fixture
@@ -68,11 +85,9 @@ def privileged_tree(open_tmp: Path) -> Path:
 
 
 @pytest.fixture
-def store_dir(open_tmp: Path) -> Iterator[Path]:
-    """Where the test's image store goes; whatever stays mounted below the test's
-    directory is unmounted afterwards, even when the test failed."""
-    yield open_tmp / "store"
-    unmount_under(str(open_tmp))
+def store_dir(open_tmp: Path) -> Path:
+    """Where the test's image store goes (made by hostjob)."""
+    return open_tmp / "store"
 
 
 def unmount_under(prefix: str) -> None:

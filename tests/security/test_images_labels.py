@@ -19,7 +19,7 @@ from tests.helpers import Hostjob, new_id
 SHOW = 'id -u; echo "$CONTAINER_SANDBOX_MOUNT_POINT"'
 
 
-def hostile_image(hj: Hostjob, tmp: Path, *extra: str) -> tuple[str, Path, Path]:
+def hostile_image(hj_open: Hostjob, tmp: Path, *extra: str) -> tuple[str, Path, Path]:
     """(reference, a host dir the labels mount over, a host dir they would create)."""
     tree = tmp / "tree"
     (tree / "etc").mkdir(parents=True)
@@ -28,7 +28,7 @@ def hostile_image(hj: Hostjob, tmp: Path, *extra: str) -> tuple[str, Path, Path]
     victim.mkdir()
     location = tmp / "location"
     layout = tmp / "layout"
-    hj.ok(
+    hj_open.ok(
         "pack", str(tree), "--to", f"oci:{layout}:v1", "--cmd", "sh", "--cmd", "-c",
         "--cmd", SHOW, *extra,
         "--label", "io.hostjob.inherit-user=true",
@@ -42,46 +42,46 @@ def hostile_image(hj: Hostjob, tmp: Path, *extra: str) -> tuple[str, Path, Path]
 
 
 def test_the_label_keys_steer_the_runtime_when_the_operator_gives_them(
-    hj: Hostjob, open_tmp: Path
+    hj_open: Hostjob, open_tmp: Path
 ) -> None:
-    ref, _victim, _location = hostile_image(hj, open_tmp, "--user", "65534:65534")
+    ref, _victim, _location = hostile_image(hj_open, open_tmp, "--user", "65534:65534")
     store = str(open_tmp / "store")
     chosen = open_tmp / "operators-choice"
-    out = hj.ok("run", "--rm", "-q", "--store", store,
+    out = hj_open.ok("run", "--rm", "-q", "--store", store,
                 "--annotation", f"io.hostjob.rootfs-mount-point={chosen}",
                 "--annotation", "io.hostjob.inherit-user=true", ref)  # fmt: skip
     assert out == f"0\n{chosen}\n", "an operator's annotation beats the image's User"
 
 
-def test_hostile_labels_change_nothing(hj: Hostjob, open_tmp: Path) -> None:
-    ref, victim, location = hostile_image(hj, open_tmp)
+def test_hostile_labels_change_nothing(hj_open: Hostjob, open_tmp: Path) -> None:
+    ref, victim, location = hostile_image(hj_open, open_tmp)
     store = str(open_tmp / "store")
     cid = new_id()
     script = f'{SHOW}; grep -c " {victim} " /proc/self/mountinfo || true'
-    out = hj.ok("run", "--rm", "-q", "--store", store, "--name", cid,
+    out = hj_open.ok("run", "--rm", "-q", "--store", store, "--name", cid,
                 "--user", "65534:65534", ref, "sh", "-c", script)  # fmt: skip
-    assert out == f"65534\n{hj.root / cid / 'rootfs'}\n0\n"
+    assert out == f"65534\n{hj_open.root / cid / 'rootfs'}\n0\n"
     assert not is_mountpoint(str(victim)) and list(victim.iterdir()) == []
     assert not location.exists()
-    labels = json.loads(hj.ok("inspect", "--store", store, "localhost/layout:v1"))["config"][
+    labels = json.loads(hj_open.ok("inspect", "--store", store, "localhost/layout:v1"))["config"][
         "config"
     ]["Labels"]
     assert labels["io.hostjob.rootfs-mount-point"] == str(victim), "the labels stay data"
 
 
-def test_the_images_user_holds_against_its_labels(hj: Hostjob, open_tmp: Path) -> None:
-    ref, victim, _location = hostile_image(hj, open_tmp, "--user", "65534:65534")
+def test_the_images_user_holds_against_its_labels(hj_open: Hostjob, open_tmp: Path) -> None:
+    ref, victim, _location = hostile_image(hj_open, open_tmp, "--user", "65534:65534")
     cid = new_id()
-    out = hj.ok("run", "--rm", "-q", "--store", str(open_tmp / "store"), "--name", cid, ref)
-    assert out == f"65534\n{hj.root / cid / 'rootfs'}\n"
+    out = hj_open.ok("run", "--rm", "-q", "--store", str(open_tmp / "store"), "--name", cid, ref)
+    assert out == f"65534\n{hj_open.root / cid / 'rootfs'}\n"
     assert list(victim.iterdir()) == []
 
 
 def test_an_explicit_user_wins_over_an_operators_inherit_annotation(
-    hj: Hostjob, open_tmp: Path
+    hj_open: Hostjob, open_tmp: Path
 ) -> None:
-    ref, _victim, _location = hostile_image(hj, open_tmp)
-    out = hj.ok("run", "--rm", "-q", "--store", str(open_tmp / "store"),
+    ref, _victim, _location = hostile_image(hj_open, open_tmp)
+    out = hj_open.ok("run", "--rm", "-q", "--store", str(open_tmp / "store"),
                 "--annotation", "io.hostjob.inherit-user=true",
                 "--user", "65534:65534", ref, "id", "-u")  # fmt: skip
     assert out == "65534\n"

@@ -60,7 +60,7 @@ def test_the_store_is_closed_to_other_users(privileged_tree, store_dir, as_nobod
 
 
 def test_a_store_an_older_hostjob_left_open_is_closed_when_opened(
-    privileged_tree, store_dir, as_nobody, hj: Hostjob
+    privileged_tree, store_dir, as_nobody, hj_open: Hostjob
 ) -> None:
     Store(str(store_dir)).pull(image_of(privileged_tree, privileged_tree.parent))
     for directory in (store_dir, *store_dir.glob("*"), *store_dir.glob("*/*")):
@@ -68,22 +68,24 @@ def test_a_store_an_older_hostjob_left_open_is_closed_when_opened(
             directory.chmod(0o755)  # what hostjob made before issue 10
     (program,) = glob.glob(f"{store_dir}/layers/sha256/*/diff/bin/id")
     assert as_nobody(RUN_AS_SETUID, program).stdout == "0\n", "the old store: root for all"
-    hj.ok("images", "--store", str(store_dir))  # any command that opens the store
+    hj_open.ok("images", "--store", str(store_dir))  # any command that opens the store
     assert stat.S_IMODE(store_dir.stat().st_mode) == 0o700
     assert denied(as_nobody(RUN_AS_SETUID, program))
 
 
 def test_a_running_image_rootfs_is_nosuid_nodev(
-    privileged_tree, store_dir, as_nobody, hj: Hostjob
+    privileged_tree, store_dir, as_nobody, hj_open: Hostjob
 ) -> None:
     ref = image_of(privileged_tree, privileged_tree.parent)
     cid = new_id()
-    hj.ok("run", "-d", "-q", "--store", str(store_dir), "--name", cid, "--user", "65534:65534", ref)
+    hj_open.ok(
+        "run", "-d", "-q", "--store", str(store_dir), "--name", cid, "--user", "65534:65534", ref
+    )
     try:
-        rootfs = hj.root / cid / "rootfs"
+        rootfs = hj_open.root / cid / "rootfs"
         # The job's user must reach its rootfs: the one path opened (0711).
-        assert stat.S_IMODE(hj.root.stat().st_mode) == 0o711
-        assert stat.S_IMODE((hj.root / cid).stat().st_mode) == 0o711
+        assert stat.S_IMODE(hj_open.root.stat().st_mode) == 0o711
+        assert stat.S_IMODE((hj_open.root / cid).stat().st_mode) == 0o711
         st = (rootfs / "bin" / "id").stat()
         assert st.st_mode & stat.S_ISUID and st.st_uid == 0, "the image's setuid-root file"
         flags = os.statvfs(rootfs).f_flag
@@ -93,24 +95,24 @@ def test_a_running_image_rootfs_is_nosuid_nodev(
         assert denied(as_nobody(OPEN_DEVICE, str(rootfs / "dev" / "null")))
         # ... nor from the container's state, which stays unreadable and unlisted.
         for name in ("config.json", "state.json"):
-            assert denied(as_nobody('cat "$0"', str(hj.root / cid / name)))
-        assert denied(as_nobody('ls "$0"', str(hj.root)))
-        assert denied(as_nobody('ls "$0"', str(hj.root / cid)))
+            assert denied(as_nobody('cat "$0"', str(hj_open.root / cid / name)))
+        assert denied(as_nobody('ls "$0"', str(hj_open.root)))
+        assert denied(as_nobody('ls "$0"', str(hj_open.root / cid)))
         # And the job itself, running as nobody, stays nobody.
-        out = hj.ok("exec", "--user", "65534:65534", cid, "sh", "-c",
+        out = hj_open.ok("exec", "--user", "65534:65534", cid, "sh", "-c",
                     'exec "$CONTAINER_SANDBOX_MOUNT_POINT/bin/id" -u')  # fmt: skip
         assert out == "65534\n"
     finally:
-        hj.ok("delete", "--force", cid)
+        hj_open.ok("delete", "--force", cid)
 
 
 def test_a_rootfs_bound_at_a_mount_point_is_nosuid_nodev(
-    privileged_tree, store_dir, open_tmp, as_nobody, hj: Hostjob
+    privileged_tree, store_dir, open_tmp, as_nobody, hj_open: Hostjob
 ) -> None:
     ref = image_of(privileged_tree, privileged_tree.parent)
     mount_point = open_tmp / "tool"
     cid = new_id()
-    hj.ok("run", "-d", "-q", "--store", str(store_dir), "--name", cid,
+    hj_open.ok("run", "-d", "-q", "--store", str(store_dir), "--name", cid,
           "--mount-point", str(mount_point), ref)  # fmt: skip
     try:
         flags = os.statvfs(mount_point).f_flag
@@ -118,23 +120,23 @@ def test_a_rootfs_bound_at_a_mount_point_is_nosuid_nodev(
         assert as_nobody(RUN_AS_SETUID, str(mount_point / "bin" / "id")).stdout == "65534\n"
         assert denied(as_nobody(OPEN_DEVICE, str(mount_point / "dev" / "null")))
     finally:
-        hj.ok("delete", "--force", cid)
+        hj_open.ok("delete", "--force", cid)
 
 
 def test_a_root_jobs_rootfs_is_out_of_reach(
-    privileged_tree, store_dir, as_nobody, hj: Hostjob
+    privileged_tree, store_dir, as_nobody, hj_open: Hostjob
 ) -> None:
     ref = image_of(privileged_tree, privileged_tree.parent)
     cid = new_id()
-    hj.ok("run", "-d", "-q", "--store", str(store_dir), "--name", cid, ref)  # runs as root
+    hj_open.ok("run", "-d", "-q", "--store", str(store_dir), "--name", cid, ref)  # runs as root
     try:
-        assert stat.S_IMODE((hj.root / cid).stat().st_mode) == 0o700
-        assert denied(as_nobody(RUN_AS_SETUID, str(hj.root / cid / "rootfs" / "bin" / "id")))
+        assert stat.S_IMODE((hj_open.root / cid).stat().st_mode) == 0o700
+        assert denied(as_nobody(RUN_AS_SETUID, str(hj_open.root / cid / "rootfs" / "bin" / "id")))
     finally:
-        hj.ok("delete", "--force", cid)
+        hj_open.ok("delete", "--force", cid)
 
 
-def test_a_read_only_remount_keeps_nosuid_and_nodev(open_tmp, hj: Hostjob) -> None:
+def test_a_read_only_remount_keeps_nosuid_and_nodev(open_tmp, hj_open: Hostjob) -> None:
     """MS_BIND|MS_REMOUNT|MS_RDONLY alone clears nosuid and nodev; hostjob's read-only
     rootfs (root.readonly) must keep them."""
     b = make_bundle(open_tmp / "bundle", base_config("sleep", "300"))
@@ -156,12 +158,12 @@ def test_a_read_only_remount_keeps_nosuid_and_nodev(open_tmp, hj: Hostjob) -> No
         config["annotations"] = {"io.hostjob.rootfs-mount-point": str(mount_point)}
         (b / "config.json").write_text(json.dumps(config))
         cid = new_id()
-        hj.ok("create", "--bundle", str(b), cid)
+        hj_open.ok("create", "--bundle", str(b), cid)
         try:
             flags = os.statvfs(mount_point).f_flag
             assert flags & os.ST_RDONLY and flags & os.ST_NOSUID and flags & os.ST_NODEV
         finally:
-            hj.ok("delete", "--force", cid)
+            hj_open.ok("delete", "--force", cid)
     finally:
         linux.umount2(str(rootfs), linux.MNT_DETACH)
 
