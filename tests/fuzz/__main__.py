@@ -37,6 +37,7 @@ def _run_one_atheris(name: str, runs: int, seconds: int, timeout: int, corpus: s
         import hostjob.config
         import hostjob.images.reference
         import hostjob.images.registry
+        import hostjob.images.runspec
         import hostjob.images.unpack
         import hostjob.runtime.resolve
         import hostjob.spec.image

@@ -77,15 +77,36 @@ def prepare_host(job: JobConfig, record: Callable[[str, str], None]) -> None:
             # Read-only needs a mount; the rootfs itself is the mount point here.
             record(UNMOUNT, job.rootfs)
             linux.mount(job.rootfs, job.rootfs, None, linux.MS_BIND | linux.MS_REC)
-        linux.mount(
-            None,
-            job.mount_point,
-            None,
-            linux.MS_BIND | linux.MS_REMOUNT | linux.MS_RDONLY,
-        )
+        remount(job.mount_point, linux.MS_RDONLY)
+
+
+# The per-mount flags a bind remount keeps from the mount it changes. A remount with
+# MS_BIND replaces all of them: without these, making an image's nosuid,nodev rootfs
+# read-only would make its setuid files work again (runc keeps them the same way).
+_KEPT_FLAGS = ((os.ST_NOSUID, 0x2), (os.ST_NODEV, 0x4), (os.ST_NOEXEC, 0x8))
+
+
+def remount(target: str, flags: int) -> None:
+    """Add per-mount ``flags`` (MS_RDONLY, MS_NOSUID, ...) to the bind mount at
+    ``target``, keeping its nosuid, nodev and noexec."""
+    from hostjob import linux
+
+    current = os.statvfs(target).f_flag
+    for st_flag, ms_flag in _KEPT_FLAGS:
+        if current & st_flag:
+            flags |= ms_flag
+    linux.mount(None, target, None, linux.MS_BIND | linux.MS_REMOUNT | flags)
 
 
 def _bind_rootfs(job: JobConfig, record: Callable[[str, str], None]) -> None:
+    """Bind the rootfs at the mount point asked for (host mode).
+
+    An image's rootfs (``hostjob run IMAGE``, hostjob's own overlay) is bound
+    ``nosuid,nodev``, like the overlay itself (SPEC §10). A bundle's rootfs is bound
+    with the flags its client mounted it with, as runc binds a rootfs: a bind copies
+    the source mount's nosuid and nodev, and a containerd or podman rootfs may rightly
+    hold setuid programs.
+    """
     from hostjob import linux
 
     target = job.mount_point
@@ -99,6 +120,8 @@ def _bind_rootfs(job: JobConfig, record: Callable[[str, str], None]) -> None:
     record(UNMOUNT, target)
     try:
         linux.mount(job.rootfs, target, None, linux.MS_BIND | linux.MS_REC)
+        if job.image is not None:
+            remount(target, linux.MS_NOSUID | linux.MS_NODEV)
     except OSError as err:
         raise MountError(f"cannot bind {job.rootfs} at {target}: {err.strerror}") from None
 
@@ -200,9 +223,7 @@ def enter_bind_namespace(job: JobConfig) -> Callable[[], None]:
             try:
                 linux.mount(source, target, None, linux.MS_BIND | linux.MS_REC)
                 if readonly[target]:
-                    linux.mount(
-                        None, target, None, linux.MS_BIND | linux.MS_REMOUNT | linux.MS_RDONLY
-                    )
+                    remount(target, linux.MS_RDONLY)
             except OSError as err:
                 raise MountError(f"cannot bind {source} at {target}: {err.strerror}") from None
 
