@@ -29,9 +29,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    needs_root = [i for i in items if "integration" in i.path.parts or "compat" in i.path.parts]
+    rooted = ("integration", "compat", "cri")
+    needs_root = [i for i in items if any(part in i.path.parts for part in rooted)]
     if needs_root and os.geteuid() != 0:
-        raise pytest.UsageError("integration and compat tests run as root (they use the kernel)")
+        raise pytest.UsageError(
+            "integration, compat and cri tests run as root (they use the kernel)"
+        )
 
 
 @pytest.fixture
