@@ -1,16 +1,17 @@
 """Fixtures of the CRI suite (root only; fails, never skips, when a peer cannot be installed).
 
-* ``cri_images`` (session) — the sandbox image (``pause``, a static program built from
+* ``cri_images`` (package) — the sandbox image (``pause``, a static program built from
   ``pause.c``) and the tools image (busybox and its applets, ``tests/compat/image.build_rootfs``),
   both made with ``hostjob pack`` as oci-archives.
-* ``cri_containerd`` (session) — Debian's containerd 1.6 started by ``tests/compat``'s
+* ``cri_containerd`` (package) — Debian's containerd 1.6 started by ``tests/compat``'s
   ``harness.Containerd`` with the CRI plugin on: sockets, root, state and config in a temp dir;
   hostjob is the runtime handler ``hostjob``, configured by the operators' guide's
   ``containerd-config`` snippet (``BinaryName`` = the hostjob under test; the shim's runtime
   root in the temp dir); the sandbox image is ``pause``; no CNI configuration (host-network pods
   only); both images imported into namespace ``k8s.io``. At the end it is stopped, and anything
-  left (tasks, mounts, shims, cgroups) fails the session.
-* ``node`` (session) — a ``kubelet.Node`` on that containerd, with a private cgroup root.
+  left (tasks, mounts, shims, cgroups) fails the last test. Package scope: containerd and the
+  gRPC channel end with this directory's tests, not with the whole session.
+* ``node`` (package) — a ``kubelet.Node`` on that containerd, with a private cgroup root.
 * ``kubelet_node`` (per test) — the node; pods a test made and did not delete are deleted after it
   (kubelet's order) and whatever they left fails the test.
 """
@@ -106,7 +107,7 @@ def build_pause(dest: Path) -> None:
     assert done.returncode == 0, f"cannot build the pause program: {done.stderr}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cri_images(tmp_path_factory: pytest.TempPathFactory) -> CriImages:
     require_peer("cc", "gcc")
     require_peer("image", "busybox")
@@ -128,7 +129,7 @@ def cri_images(tmp_path_factory: pytest.TempPathFactory) -> CriImages:
 # ---- containerd and the node ----------------------------------------------------------------
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def _host_traces() -> Iterator[None]:
     """Remove the host dirs containerd creates outside the temp dirs (when they were absent)."""
     traces = harness.HostTraces()
@@ -136,14 +137,14 @@ def _host_traces() -> Iterator[None]:
     traces.cleanup()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cri_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if os.geteuid() != 0:
         pytest.fail("tests/cri needs root", pytrace=False)
     return tmp_path_factory.mktemp("cri")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cri_containerd(cri_workdir: Path, cri_images: CriImages) -> Iterator[harness.Containerd]:
     require_peer("containerd", "containerd", "ctr", "containerd-shim-runc-v2")
     try:
@@ -166,7 +167,7 @@ def cri_containerd(cri_workdir: Path, cri_images: CriImages) -> Iterator[harness
         pytest.fail("containerd teardown found leftovers:\n" + "\n".join(problems), pytrace=False)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def node(cri_containerd: harness.Containerd, cri_workdir: Path) -> Iterator[kubelet.Node]:
     n = kubelet.Node(
         cri_containerd,

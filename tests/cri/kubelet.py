@@ -396,8 +396,10 @@ class Pod:
         namespace: str = "default",
         namespaces: cri.NamespaceOption = HOST_NAMESPACES,
         annotations: dict[str, str] | None = None,
+        privileged: bool = False,
     ) -> None:
         self.node = node
+        self.privileged = privileged  # a privileged container in it (kubelet: sandbox too)
         self.name = name
         self.namespace = namespace
         self.uid = str(uuid.uuid4())
@@ -441,7 +443,9 @@ class Pod:
             annotations=self.annotations,
             linux=cri.LinuxPodSandboxConfig(
                 cgroup_parent=self.cgroup_parent,
-                security_context=cri.LinuxSandboxSecurityContext(namespace_options=self.namespaces),
+                security_context=cri.LinuxSandboxSecurityContext(
+                    namespace_options=self.namespaces, privileged=self.privileged
+                ),
             ),
         )
 
@@ -512,6 +516,7 @@ class Pod:
         annotations: dict[str, str] | None = None,
         env: dict[str, str] | None = None,
         init: bool = False,
+        privileged: bool = False,
     ) -> tuple[cri.ContainerConfig, Path]:
         """The kubelet's ContainerConfig for one container of this pod (and the termination-log
         file it made for it): ``volumes``, the token volume (admission appends it to the
@@ -532,9 +537,7 @@ class Pod:
             metadata=cri.ContainerMetadata(name=name, attempt=attempt),
             image=cri.ImageSpec(image=self.node.image_id(TOOLS_IMAGE)),
             command=command,
-            envs=[
-                cri.KeyValue(key=k, value=v) for k, v in {**SERVICE_ENV, **(env or {})}.items()
-            ],
+            envs=[cri.KeyValue(key=k, value=v) for k, v in {**SERVICE_ENV, **(env or {})}.items()],
             mounts=mounts,
             labels={**self.labels(), "io.kubernetes.container.name": name},
             annotations={
@@ -550,6 +553,7 @@ class Pod:
                 resources=res.linux(self.qos),
                 security_context=cri.LinuxContainerSecurityContext(
                     namespace_options=self.namespaces,
+                    privileged=privileged,
                     masked_paths=MASKED_PATHS,
                     readonly_paths=READONLY_PATHS,
                 ),

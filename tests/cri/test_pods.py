@@ -27,7 +27,6 @@ from tests.compat import harness
 
 from .kubelet import (
     CALL_TIMEOUT,
-    HOST_NAMESPACES,
     PAUSE_IMAGE,
     SERVICE_ACCOUNT_DIR,
     TERMINATION_LOG,
@@ -338,7 +337,7 @@ def test_stop_grace_period_then_kill(kubelet_node: Node) -> None:
         "main", sh('trap "echo got-TERM" TERM; echo ready; sleep 1000 & while :; do wait; done')
     )
     pod.wait_log(c, "ready")
-    pod.stop(c, grace=2)
+    pod.stop(c, grace=4)
     status = pod.status(c)
     assert (status.state, status.exit_code, status.reason) == (cri.CONTAINER_EXITED, 137, "Error")
     assert ("stdout", "F", "got-TERM") in pod.log(c), "SIGTERM came first"
@@ -403,5 +402,4 @@ def test_pod_without_host_pid(kubelet_node: Node) -> None:
     c = pod.run_container("main", sh("echo pid-ns=$(readlink /proc/self/ns/pid)"))
     assert pod.wait_exited(c).exit_code == 0
     assert [t for _, _, t in pod.log(c)] == [f"pid-ns={os.readlink('/proc/self/ns/pid')}"]
-    assert HOST_NAMESPACES.pid == cri.NODE
     delete_and_check(node, pod)
