@@ -611,12 +611,17 @@ class Pod:
             out.append((m["stream"], m["tag"], m["text"]))
         return out
 
-    def wait_log(self, container: Container, text: str, timeout: float = 60) -> None:
+    def wait_log(
+        self, container: Container, *texts: str, timeout: float = 60
+    ) -> list[tuple[str, str, str]]:
+        """Wait until each of ``texts`` is a line of the container's log (containerd copies
+        stdout and stderr on their own, a little after the program wrote them); the log."""
         wait(
-            lambda: any(t == text for _, _, t in self.log(container)),
+            lambda: set(texts) <= {t for _, _, t in self.log(container)},
             timeout,
-            f"{text!r} in the log of {container}",
+            f"{texts} in the log of {container}",
         )
+        return self.log(container)
 
     def stop(self, container: Container, grace: int) -> None:
         self.node.runtime.StopContainer(

@@ -27,9 +27,8 @@ def test_pods_created_and_removed_concurrently(kubelet_node: Node) -> None:
     def life(pod: Pod) -> tuple[list[str], list[str], list[str]]:
         pod.run()
         c = pod.run_container("main", sh(f"echo hello-{pod.name}; {IDLE}"))
-        pod.wait_log(c, "ready", timeout=120)
+        lines = [t for _, _, t in pod.wait_log(c, "ready", timeout=120)]
         ids = [pod.sandbox_id, c.id]
-        lines = [t for _, _, t in pod.log(c)]
         return ids, lines, pod.delete(grace=10)
 
     with ThreadPoolExecutor(max_workers=PODS) as pool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from pathlib import Path
 
 import grpc
@@ -158,14 +159,15 @@ def test_pod_lifecycle(kubelet_node: Node) -> None:
         resources=limits,
         env={"GREETING": "hello from the kubelet"},
     )
-    pod.wait_log(main, "ready")
+    log = pod.wait_log(
+        main, "ready", "to-stdout", "to-stderr", f"token={pod.token}", "namespace=default"
+    )
     status = pod.status(main)
     assert status.state == cri.CONTAINER_RUNNING and status.started_at > 0
     assert status.log_path == str(main.log_path)
     assert {m.container_path for m in status.mounts} == {
         SERVICE_ACCOUNT_DIR, "/etc/hosts", TERMINATION_LOG
     }  # fmt: skip
-    log = pod.log(main)
     assert ("stdout", "F", "to-stdout") in log and ("stderr", "F", "to-stderr") in log
     assert ("stdout", "F", f"token={pod.token}") in log
     assert ("stdout", "F", "namespace=default") in log
@@ -197,13 +199,14 @@ def test_pod_lifecycle(kubelet_node: Node) -> None:
     assert any(line.endswith(f":memory:{cgroup}") for line in out), out
 
     # a probe that outlives its timeout fails, and its process is killed
+    probe = f"1000.{secrets.randbelow(10**6):06d}"  # a unique command line to look for
     with pytest.raises(grpc.RpcError) as timed_out:
         node.runtime.ExecSync(
-            cri.ExecSyncRequest(container_id=main.id, cmd=sh("exec sleep 1001"), timeout=1),
+            cri.ExecSyncRequest(container_id=main.id, cmd=sh(f"exec sleep {probe}"), timeout=1),
             timeout=CALL_TIMEOUT,
         )
     assert "timeout" in (timed_out.value.details() or ""), timed_out.value  # type: ignore[attr-defined]
-    wait(lambda: not harness.processes_matching("sleep 1001"), 30, "the timed-out exec to die")
+    wait(lambda: not harness.processes_matching(f"sleep {probe}"), 30, "the timed-out exec to die")
 
     # -- ContainerStats / ListContainerStats: the job's accounting
     stats = node.runtime.ContainerStats(
@@ -254,7 +257,7 @@ def test_pod_lifecycle(kubelet_node: Node) -> None:
     assert status.state == cri.CONTAINER_EXITED
     assert (status.exit_code, status.reason) == (0, "Completed"), status
     assert status.finished_at >= status.started_at
-    assert ("stdout", "F", "got-TERM") in pod.log(main)
+    assert ("stdout", "F", "got-TERM") in pod.wait_log(main, "got-TERM")
     assert not harness.cgroup_dirs(cgroup), "the job's cgroup outlived its container"
 
     # -- the restart: attempt 1 of the same container in the same sandbox, which writes its
@@ -268,7 +271,7 @@ def test_pod_lifecycle(kubelet_node: Node) -> None:
     status = pod.wait_exited(again)
     assert (status.exit_code, status.reason) == (4, "Error"), status
     assert status.metadata.attempt == 1 and again.log_path.name == "1.log"
-    assert [t for _, _, t in pod.log(again)] == ["attempt-1"]
+    assert [t for _, _, t in pod.wait_log(again, "attempt-1")] == ["attempt-1"]
     assert ("stdout", "F", "to-stdout") in pod.log(main), "attempt 0's log is kept"
     assert again.termination_log.read_text() == "bye from attempt 1\n"  # what the kubelet reads
 
@@ -340,7 +343,7 @@ def test_stop_grace_period_then_kill(kubelet_node: Node) -> None:
     pod.stop(c, grace=4)
     status = pod.status(c)
     assert (status.state, status.exit_code, status.reason) == (cri.CONTAINER_EXITED, 137, "Error")
-    assert ("stdout", "F", "got-TERM") in pod.log(c), "SIGTERM came first"
+    assert ("stdout", "F", "got-TERM") in pod.wait_log(c, "got-TERM"), "SIGTERM came first"
     wait(
         lambda: not harness.cgroup_dirs(f"{pod.cgroup_parent}/{c.id}"),
         30,
@@ -370,8 +373,8 @@ def test_init_container_then_main(kubelet_node: Node) -> None:
     main = pod.run_container("main", sh(f"echo main-read=$(cat {MP}/work/state)"), volumes=volume)
     status = pod.wait_exited(main)
     assert (status.exit_code, status.reason) == (0, "Completed"), status
-    assert [t for _, _, t in pod.log(init)] == ["init-done"]
-    assert [t for _, _, t in pod.log(main)] == ["main-read=prepared"]
+    assert [t for _, _, t in pod.wait_log(init, "init-done")] == ["init-done"]
+    assert [t for _, _, t in pod.wait_log(main, "main-read=prepared")] == ["main-read=prepared"]
     delete_and_check(node, pod)
 
 
@@ -386,7 +389,7 @@ def test_oom_kill_is_reported(kubelet_node: Node) -> None:
     c = pod.run_container("main", sh("echo filling; exec tail /dev/zero"), resources=limits)
     status = pod.wait_exited(c, timeout=120)
     assert (status.exit_code, status.reason) == (137, "OOMKilled"), status
-    assert [t for _, _, t in pod.log(c)] == ["filling"]
+    assert [t for _, _, t in pod.wait_log(c, "filling")] == ["filling"]
     delete_and_check(node, pod)
 
 
@@ -401,5 +404,6 @@ def test_pod_without_host_pid(kubelet_node: Node) -> None:
     pod.run()
     c = pod.run_container("main", sh("echo pid-ns=$(readlink /proc/self/ns/pid)"))
     assert pod.wait_exited(c).exit_code == 0
-    assert [t for _, _, t in pod.log(c)] == [f"pid-ns={os.readlink('/proc/self/ns/pid')}"]
+    host_pid_ns = f"pid-ns={os.readlink('/proc/self/ns/pid')}"
+    assert [t for _, _, t in pod.wait_log(c, host_pid_ns)] == [host_pid_ns]
     delete_and_check(node, pod)
