@@ -50,6 +50,15 @@ from cri_api.v1 import api_pb2_grpc as cri_grpc
 
 from tests.compat import harness
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+TOOLS_IMAGE = "localhost/hostjob-cri/tools:1"
+"""busybox and its applets, made with ``hostjob pack`` (see ``conftest.py``)."""
+PAUSE_IMAGE = "localhost/hostjob-cri/pause:1"
+"""The sandbox image: the static ``pause`` built from ``pause.c``."""
+
 CALL_TIMEOUT = 120.0
 """Deadline of one CRI call (generous: the machine is shared with other test runs)."""
 
@@ -79,9 +88,8 @@ class KubeletError(Exception):
     """The test kubelet could not do a step (its own work, not a CRI call's)."""
 
 
-def wait(pred: object, timeout: float, what: str, interval: float = 0.05) -> None:
+def wait(pred: Callable[[], object], timeout: float, what: str, interval: float = 0.05) -> None:
     """Poll ``pred()`` until true; raise AssertionError naming ``what`` after ``timeout`` s."""
-    assert callable(pred)
     if not harness.wait_for(pred, timeout, interval):
         raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
 
@@ -643,11 +651,11 @@ class Pod:
         problems: list[str] = []
         rt = self.node.runtime
 
-        def step(what: str, call: object, *args: object, **kw: object) -> None:
+        def step(what: str, call: Callable[..., object], *args: object, **kw: object) -> None:
             try:
-                call(*args, **kw)  # type: ignore[operator]
+                call(*args, **kw)
             except grpc.RpcError as e:
-                problems.append(f"{what}: {e.code()}: {e.details()}")  # type: ignore[attr-defined]
+                problems.append(f"{what}: {e}")
             except (OSError, subprocess.SubprocessError) as e:
                 problems.append(f"{what}: {e}")
 
@@ -684,12 +692,6 @@ class Pod:
         if self in self.node.pods:
             self.node.pods.remove(self)
         return problems
-
-
-TOOLS_IMAGE = "localhost/hostjob-cri/tools:1"
-"""busybox and its applets, made with ``hostjob pack`` (see ``conftest.py``)."""
-PAUSE_IMAGE = "localhost/hostjob-cri/pause:1"
-"""The sandbox image: the static ``pause`` built from ``pause.c``."""
 
 
 def _pod_qos(resources: list[Resources]) -> str:
