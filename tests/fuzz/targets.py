@@ -8,6 +8,7 @@ through ``tests.fuzz.chooser`` to mutate a valid seed, reaching the conversion c
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
 import os
@@ -105,6 +106,7 @@ def sandbox() -> Sandbox:
     global _SANDBOX
     if _SANDBOX is None:
         _SANDBOX = Sandbox()
+        atexit.register(_SANDBOX.close)
     return _SANDBOX
 
 
