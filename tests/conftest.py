@@ -29,10 +29,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    needs_root = [i for i in items if {"integration", "compat", "security"} & set(i.path.parts)]
+    kernel = ("integration", "compat", "security", "cri")
+    needs_root = [i for i in items if any(part in i.path.parts for part in kernel)]
     if needs_root and os.geteuid() != 0:
         raise pytest.UsageError(
-            "integration, compat and security tests run as root (they use the kernel)"
+            "integration, compat, security and cri tests run as root (they use the kernel)"
         )
 
 

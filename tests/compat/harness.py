@@ -580,7 +580,9 @@ class HostTraces:
 
 class Containerd:
     """Debian's containerd 1.6 with root, state, sockets, plugin dirs and config in ``workdir``;
-    the CRI plugin and the snapshotters this host lacks are disabled; overlayfs snapshotter.
+    the snapshotters this host lacks are disabled; overlayfs snapshotter. The CRI plugin is
+    disabled unless ``cri`` gives the TOML of its ``[plugins."io.containerd.grpc.v1.cri"...]``
+    tables (``tests/cri`` does; the CRI plugin keeps its own root and state under containerd's).
 
     ``ctr(...)`` runs ``ctr --address SOCK --namespace NS ...``. The runc shim (v2) is the one
     that calls the runtime given with ``--runc-binary``; it keeps runtime state in
@@ -588,9 +590,14 @@ class Containerd:
     in containerd 1.6, not configurable): ``leftovers`` checks both.
     """
 
-    def __init__(self, workdir: Path, namespace: str = CTR_NAMESPACE) -> None:
+    def __init__(
+        self, workdir: Path, namespace: str = CTR_NAMESPACE, cri: str | None = None
+    ) -> None:
         self.dir = workdir
         self.namespace = namespace
+        self.cri = cri
+        # the cgroup ``/<namespace>`` is removed at stop only if this daemon's containers made it
+        self.cgroup_parent_existed = bool(cgroup_dirs(f"/{namespace}"))
         self.address = workdir / "containerd.sock"
         self.config = workdir / "config.toml"
         self.log = workdir / "containerd.log"
@@ -601,7 +608,7 @@ class Containerd:
     def write_config(self) -> None:
         d = self.dir
         disabled = [
-            "io.containerd.grpc.v1.cri",
+            *(["io.containerd.grpc.v1.cri"] if self.cri is None else []),
             "io.containerd.snapshotter.v1.btrfs",
             "io.containerd.snapshotter.v1.zfs",
             "io.containerd.snapshotter.v1.aufs",
@@ -635,7 +642,7 @@ disabled_plugins = {json.dumps(disabled)}
     runtime_root = "{d}/runtime-v1"
   [plugins."io.containerd.service.v1.tasks-service"]
     rdt_config_file = ""
-""")
+{self.cri or ""}""")
 
     def start(self, timeout: float = 30) -> Containerd:
         require_root()
@@ -810,9 +817,10 @@ disabled_plugins = {json.dumps(disabled)}
         mounts = unmount_all_under(self.dir)
         if mounts:
             problems.append(f"mounts left under {self.dir}: {mounts}")
-        stuck = remove_cgroup(f"/{self.namespace}")
-        if stuck:
-            problems.append(f"cgroups left: {stuck}")
+        if not self.cgroup_parent_existed:
+            stuck = remove_cgroup(f"/{self.namespace}")
+            if stuck:
+                problems.append(f"cgroups left: {stuck}")
         for cid in self.ids:
             for p in (self.runtime_state(cid), self.shim_socket(cid)):
                 if os.path.lexists(p):

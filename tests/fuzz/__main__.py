@@ -37,6 +37,7 @@ def _run_one_atheris(name: str, runs: int, seconds: int, timeout: int, corpus: s
         import hostjob.config
         import hostjob.images.reference
         import hostjob.images.registry
+        import hostjob.images.runspec
         import hostjob.images.unpack
         import hostjob.runtime.resolve
         import hostjob.spec.image
@@ -135,9 +136,14 @@ def main(argv: list[str] | None = None) -> int:
         cmd += ["--timeout", str(args.timeout)]
         if args.corpus:
             cmd += ["--corpus", args.corpus]
-        t0 = time.monotonic()
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        took = time.monotonic() - t0
+        # The child's sandboxes and corpus live in a temp dir of the parent's, removed
+        # here: libFuzzer ends the child with exit(), which skips Python's clean-up.
+        with tempfile.TemporaryDirectory(prefix=f"hostjob-fuzz-{name}-") as tmp:
+            t0 = time.monotonic()
+            done = subprocess.run(
+                cmd, capture_output=True, text=True, check=False, env={**os.environ, "TMPDIR": tmp}
+            )
+            took = time.monotonic() - t0
         output = done.stdout + done.stderr
         found = re.findall(r"Done (\d+) runs", output)
         executions = found[-1] if found else "?"

@@ -8,6 +8,7 @@ through ``tests.fuzz.chooser`` to mutate a valid seed, reaching the conversion c
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
 import os
@@ -105,6 +106,7 @@ def sandbox() -> Sandbox:
     global _SANDBOX
     if _SANDBOX is None:
         _SANDBOX = Sandbox()
+        atexit.register(_SANDBOX.close)
     return _SANDBOX
 
 
@@ -360,6 +362,114 @@ def image_mutated(data: bytes) -> None:
     _decode_image(json.dumps(doc).encode("utf-8", "surrogatepass"))
 
 
+# --- image config -> run spec (hostjob run IMAGE) --------------------------------------
+
+# Annotations that steer the runtime, and other keys a hostile image may label itself
+# with: none of them may ever reach the config's annotations from a label.
+POLICY_KEYS = [
+    "io.hostjob.inherit-user", "io.hostjob.rootfs-mount-point", "io.hostjob.mount-mode",
+    "io.hostjob.job-container", "microsoft.com/hostprocess-container",
+    "microsoft.com/hostprocess-inherit-user", "microsoft.com/hostprocess-rootfs-location",
+    "io.kubernetes.cri.container-type", "io.kubernetes.cri.sandbox-id", "io.hostjob.",
+    "microsoft.com/", "IO.HOSTJOB.INHERIT-USER",
+]  # fmt: skip
+_LABEL_VALUES = ["true", "1", "yes", "TRUE", "/", "/etc", "/root", "bind", "host", "0", "", ".."]
+RUN_IMAGE_SEED: dict[str, Any] = {
+    "User": "1000:1000",
+    "Env": ["PATH=/bin", "A=$CONTAINER_SANDBOX_MOUNT_POINT"],
+    "Entrypoint": ["/bin/sh"],
+    "Cmd": ["-c", "true"],
+    "WorkingDir": "/w",
+    "Labels": {"io.hostjob.inherit-user": "true", "io.hostjob.rootfs-mount-point": "/etc"},
+    "Volumes": {"/etc": {}},
+    "StopSignal": "SIGKILL",
+}
+_FLAG_USERS = [None, None, "65534:65534", "0", "nobody", "1000"]
+_FLAG_ANNOTATIONS = [
+    [], [], ["io.hostjob.inherit-user=true"], ["microsoft.com/hostprocess-inherit-user=1"],
+    ["io.hostjob.inherit-user=false"], ["a=b"],
+]  # fmt: skip
+
+
+def image_runspec(data: bytes) -> None:
+    """An image config (labels named like every policy annotation, ``User``,
+    ``WorkingDir``, ``Env``, ``Volumes``) and flags -> ``build_spec`` -> the job: no
+    annotation, mount point, mode or user may come from the image's labels, and the
+    image's working directory stays inside the image."""
+    from hostjob import config
+    from hostjob.images.runspec import RunFlags, build_spec
+    from hostjob.runtime import resolve
+    from hostjob.spec import runtime as wire
+    from hostjob.spec.image import ContainerConfig
+
+    chooser = Chooser(data)
+    doc = mutate(RUN_IMAGE_SEED, chooser, [*all_keys(RUN_IMAGE_SEED), *POLICY_KEYS])
+    if isinstance(doc, dict) and isinstance(doc.get("Labels"), dict):
+        for _ in range(chooser.below(5)):
+            key = chooser.pick(POLICY_KEYS) if chooser.below(4) else chooser.text(12)
+            doc["Labels"][key] = chooser.pick(_LABEL_VALUES)
+    flags = RunFlags(
+        args=[] if chooser.below(2) else ["id"],
+        user=chooser.pick(_FLAG_USERS),
+        annotations=list(chooser.pick(_FLAG_ANNOTATIONS)),
+        mount_mode=chooser.pick([None, None, "bind"]),
+        mount_point=chooser.pick([None, None, "/opt/tool"]),
+    )
+    box = sandbox()
+
+    def build() -> None:
+        image = ContainerConfig.decode(doc, "config")
+        spec = build_spec(image, flags)
+        _check_runspec(image, flags, spec)
+        job = config.to_job_config(wire.Spec.decode(spec), box.bundle, "fuzz")
+        expected_mode = flags.mount_mode or "host"
+        if job.mount_mode != expected_mode:
+            raise Finding(f"mount mode {job.mount_mode!r}, the flags said {expected_mode!r}")
+        default_point = job.rootfs if expected_mode == "host" else config.DEFAULT_BIND_MOUNT_POINT
+        if job.mount_point != (flags.mount_point or default_point):
+            raise Finding(f"mount point {job.mount_point!r} does not come from the flags")
+        if job.inherit_user != ("user" not in spec["process"]):
+            raise Finding(f"inherit-user {job.inherit_user} with process {spec['process']}")
+        plan = resolve.plan(job, job.process)
+        root = job.mount_point.rstrip("/")
+        if plan.cwd != job.mount_point and not plan.cwd.startswith(root + "/"):
+            raise Finding(f"working directory {plan.cwd!r} is outside the image at {root}")
+
+    expect_clean(build)
+
+
+def _check_runspec(image: Any, flags: Any, spec: dict[str, Any]) -> None:
+    """The annotations and the user are exactly what the flags (and the image's
+    ``User``) make of them; the labels play no part."""
+    from hostjob.images import runspec
+
+    inherit_keys = ("io.hostjob.inherit-user", "microsoft.com/hostprocess-inherit-user")
+    expected = dict(a.partition("=")[::2] for a in flags.annotations)
+    if flags.mount_mode:
+        expected["io.hostjob.mount-mode"] = flags.mount_mode
+    if flags.mount_point:
+        expected["io.hostjob.rootfs-mount-point"] = flags.mount_point
+    if flags.user:
+        for key in inherit_keys:
+            expected.pop(key, None)
+        user = flags.user
+    elif any(expected.get(k, "").lower() in ("true", "1", "yes") for k in inherit_keys):
+        user = None
+    else:
+        user = image.user or None
+        if user is None:
+            expected["io.hostjob.inherit-user"] = "true"
+    if spec["annotations"] != expected:
+        raise Finding(f"annotations {spec['annotations']} are not the flags' {expected}")
+    got = spec["process"].get("user")
+    if got != (runspec._user(user) if user else None):
+        raise Finding(f"user {got} is not from --user {flags.user!r} or User {image.user!r}")
+    cwd = spec["process"]["cwd"]
+    inside = cwd.removeprefix("$CONTAINER_SANDBOX_MOUNT_POINT/")
+    if inside == cwd or ".." in inside.split("/"):
+        raise Finding(f"WorkingDir {image.working_dir!r} became {cwd!r}")
+
+
 # --- registry auth challenges ---------------------------------------------------------
 
 _CHALLENGE_TOKENS = [
@@ -560,6 +670,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "tar_entries": tar_entries,
     "cli_args": cli_args,
     "resources_mutated": resources_mutated,
+    "image_runspec": image_runspec,
 }
 
 

@@ -146,7 +146,8 @@ def test_kept_container_until_delete(hj: Hostjob, image: str, store: str) -> Non
     assert result.returncode == 0, result.stderr
     state = hj.state(cid)
     assert state["status"] == "stopped"
-    assert state["annotations"]["org.example.role"] == "tool"
+    # The image's labels are data (shown by `inspect`), never annotations (SPEC §2, §10).
+    assert "org.example.role" not in state["annotations"]
     assert (
         json.loads((hj.root / cid / "config.json").read_text())["process"]["cwd"]
         == "$CONTAINER_SANDBOX_MOUNT_POINT/opt/app"

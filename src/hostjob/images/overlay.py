@@ -13,6 +13,10 @@ order:
 
 ``volatile`` (no syncs to the upper dir) is on by default: the upper dir is thrown
 away with the container, so losing it in a crash costs nothing.
+
+Every overlay is ``nosuid,nodev`` (SPEC §10): an image's setuid-root file or device
+node is data, never a privilege, for the container's own processes as for any other
+local user who can reach the mount.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ from hostjob.errors import MountError
 from hostjob.mountinfo import is_mountpoint
 
 PAGE_LIMIT = 4095  # mount(2) copies at most one page of options, NUL included
+# An image's setuid bits, file capabilities and device nodes never take effect.
+MOUNT_FLAGS = linux.MS_NOSUID | linux.MS_NODEV
+MOUNT_ATTRS = linux.MOUNT_ATTR_NOSUID | linux.MOUNT_ATTR_NODEV
 METHODS = ("auto", "fsconfig", "mount", "shortnames")
 
 
@@ -90,7 +97,7 @@ def _mount(
     data = f"lowerdir={':'.join(_escape(p) for p in lowers)},{options}"
     if method == "mount" or (method == "auto" and len(data) < PAGE_LIMIT):
         try:
-            linux.mount("overlay", target, "overlay", 0, data)
+            linux.mount("overlay", target, "overlay", MOUNT_FLAGS, data)
         except OSError as err:
             raise _Failed(
                 f"cannot mount overlay at {target}: {err.strerror}", err.errno or 0
@@ -127,7 +134,7 @@ def _mount_fsconfig(lowers: list[str], upper: str, work: str, target: str, volat
             if volatile:
                 linux.fsconfig(fs, linux.FSCONFIG_SET_FLAG, "volatile")
             linux.fsconfig(fs, linux.FSCONFIG_CMD_CREATE)
-            mnt = linux.fsmount(fs)
+            mnt = linux.fsmount(fs, attr_flags=MOUNT_ATTRS)
         except OSError as err:
             raise _Failed(_context_error(fs, "overlay", err), err.errno or 0) from None
         try:
@@ -169,7 +176,7 @@ def _mount_shortnames(
             code = 0
             try:
                 os.chdir(links)
-                linux.mount("overlay", target, "overlay", 0, data)
+                linux.mount("overlay", target, "overlay", MOUNT_FLAGS, data)
             except OSError as err:
                 code = err.errno or 1
             except BaseException:
@@ -241,7 +248,7 @@ class ContainerRootfs:
             _rmtree(self.rw_dir)
         from hostjob.images.store import make_dirs
 
-        make_dirs(os.path.dirname(self.rw_dir))  # rw/: never world-writable, whatever the umask
+        make_dirs(os.path.dirname(self.rw_dir), 0o700)  # rw/: root's, whatever the umask
         os.mkdir(self.rw_dir, 0o700)
         os.mkdir(self.upper, 0o755)
         os.mkdir(self.work, 0o700)

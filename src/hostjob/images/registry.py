@@ -9,8 +9,16 @@ expires. Credentials come from ``creds="user:pass"``, else ``~/.docker/config.js
 their ``auths`` entries (base64 ``auth`` or ``username``/``password``; keys with or
 without scheme and path).
 
-Redirects are followed by hand, and the ``Authorization`` header goes only to the
-host it was made for: blob storage on another host (S3, a CDN) never sees it. Blob
+Registries are untrusted (SPEC §10), so credentials go to two places only: the
+registry itself (its scheme, host and port, as the reference and ``--plain-http``
+name it), and a token realm over HTTPS, its certificate always verified when it is
+on another host (``--tls-verify=false`` is for the registry's own host). A realm
+over plain HTTP gets them only with ``--plain-http`` and on the registry's own host
+name (a local registry with its token server beside it); any other realm is refused
+with one line before a byte is sent. Redirects are followed by hand, and neither
+the ``Authorization`` header nor an answer to a challenge ever goes to another
+origin: blob storage on another host (S3, a CDN) is fetched without credentials,
+and a 401 from it is an error, not a challenge to answer. Blob
 downloads resume with ``Range`` after a dropped connection (a server that answers
 the Range with the whole blob is read again from the start); the store verifies
 every blob's size and digest before it is renamed into place.
@@ -235,6 +243,10 @@ class RegistryClient:
 
         self.host = host
         self.base = f"{'http' if plain_http else 'https'}://{host}"
+        self.origin = _origin(httpx.URL(self.base))
+        self.plain_http = plain_http
+        self.tls_verify = tls_verify
+        self.verified: httpx.Client | None = None  # for token realms on other hosts
         if isinstance(creds, str):
             creds = parse_creds(creds)
         self.creds = creds if creds is not None else find_credentials(domain or host, docker_config)
@@ -251,6 +263,8 @@ class RegistryClient:
 
     def close(self) -> None:
         self.client.close()
+        if self.verified is not None:
+            self.verified.close()
 
     def __enter__(self) -> RegistryClient:
         return self
@@ -293,12 +307,44 @@ class RegistryClient:
                 return True
         return False
 
+    def _realm_client(self, realm: str) -> httpx.Client:
+        """The client to ask ``realm`` for a token, once it may have the credentials."""
+        import httpx
+
+        try:
+            url = httpx.URL(realm)
+        except (httpx.InvalidURL, ValueError):
+            raise RegistryError(f"{self.host}: invalid token realm {realm!r}") from None
+        own_host = url.host == httpx.URL(self.base).host
+        if url.scheme == "https":
+            if own_host or self.tls_verify:
+                return self.client
+            if self.verified is None:  # --tls-verify=false is for the registry's host only
+                self.verified = httpx.Client(
+                    verify=True,
+                    timeout=self.client.timeout,
+                    follow_redirects=False,
+                    headers={"User-Agent": USER_AGENT},
+                )
+            return self.verified
+        if url.scheme == "http" and (not self.creds or (self.plain_http and own_host)):
+            return self.client
+        if url.scheme not in ("http", "https"):
+            raise RegistryError(f"{self.host}: invalid token realm {realm!r}")
+        raise RegistryError(
+            f"{self.host}: refusing to send credentials to the plain-HTTP token realm"
+            f" {url.scheme}://{url.netloc.decode()}: only an HTTPS realm gets them"
+            " (or, with --plain-http, one on the registry's own host)"
+        )
+
     def _token(self, realm: str, service: str, scope: str) -> str:
         key = (realm, service, scope)
         cached = self.tokens.get(key)
         if cached is not None and cached[1] > time.monotonic():
             return cached[0]
         import httpx
+
+        client = self._realm_client(realm)
 
         params: list[tuple[str, str | int | float | bool | None]] = []
         if service:
@@ -310,7 +356,7 @@ class RegistryClient:
         if self.creds:
             headers["Authorization"] = _basic(*self.creds)
         try:
-            response = self.client.get(realm, params=params, headers=headers)
+            response = client.get(realm, params=params, headers=headers)
         except httpx.HTTPError as err:
             raise RegistryError(f"token request to {realm} failed: {_one_line(err)}") from None
         if response.status_code in (401, 403):
@@ -350,7 +396,7 @@ class RegistryClient:
         for attempt in range(2):
             request_headers = dict(headers or {})
             auth = self._auth_header(scope)
-            if auth:
+            if auth and _origin(httpx.URL(url)) == self.origin:
                 request_headers["Authorization"] = auth
             target = url
             for _hop in range(MAX_REDIRECTS + 1):
@@ -367,11 +413,7 @@ class RegistryClient:
                 ):
                     response.close()
                     new_url = response.url.join(response.headers["location"])
-                    if (new_url.scheme, new_url.host, new_url.port) != (
-                        response.url.scheme,
-                        response.url.host,
-                        response.url.port,
-                    ):
+                    if _origin(new_url) != self.origin:
                         request_headers.pop("Authorization", None)
                     if response.status_code == 303:
                         method, content = "GET", None
@@ -381,6 +423,14 @@ class RegistryClient:
             else:
                 response.close()
                 raise RegistryError(f"{self.host}: too many redirects")
+            if response.status_code == 401 and _origin(response.url) != self.origin:
+                # Blob storage we were redirected to: its challenge is not the
+                # registry's, and answering it would hand it the credentials.
+                response.close()
+                raise RegistryError(
+                    f"{self.host}: {_origin_text(response.url)}, where the registry redirected,"
+                    " asks for credentials; they go to the registry only"
+                )
             if response.status_code == 401 and attempt == 0:
                 if stream:
                     response.read()
@@ -543,6 +593,16 @@ class RegistryClient:
         import hashlib
 
         return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    """(scheme, host, port) with the scheme's default port filled in."""
+    port = url.port or {"http": 80, "https": 443}.get(url.scheme)
+    return url.scheme, url.host, port
+
+
+def _origin_text(url: httpx.URL) -> str:
+    return f"{url.scheme}://{url.netloc.decode()}"
 
 
 def _one_line(err: BaseException) -> str:

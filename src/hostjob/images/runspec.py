@@ -7,11 +7,19 @@ directory, its bundle), so it goes through the same one conversion step
 
 * process: ``Entrypoint`` + ``Cmd`` (arguments replace ``Cmd``; ``--entrypoint``
   replaces ``Entrypoint`` and drops ``Cmd``), the image's ``Env``, then
-  ``--env-file`` and ``--env``; ``WorkingDir`` or ``--cwd``; ``User`` or ``--user`` —
-  and when neither names one, the launcher's own identity (inherit mode).
-* annotations: the image's labels, ``--annotation``, the mount mode and point.
+  ``--env-file`` and ``--env``; ``WorkingDir`` (always a path inside the image) or
+  ``--cwd``; the user, first of: ``--user``, an inherit-user ``--annotation``, the
+  image's ``User``, and else the launcher's own identity (inherit mode).
+* annotations: ``--annotation``, the mount mode and point — only flags.
 * mounts: each ``--volume SRC:DST[:ro]`` as a bind mount.
 * linux.resources: ``--memory``, ``--cpus``, ``--pids-limit``.
+
+The image is untrusted data (SPEC §10): its config chooses what runs and with which
+environment, never how hostjob runs it. Its labels stay in the store (``inspect``
+shows them) and never become annotations, which steer the runtime (mount mode and
+point, inherit-user, the hcsshim keys); its ``WorkingDir`` cannot leave the image
+with ``..``; its ``Volumes``, ``ExposedPorts``, ``StopSignal`` and ``Healthcheck``
+are ignored.
 """
 
 from __future__ import annotations
@@ -19,7 +27,13 @@ from __future__ import annotations
 import json
 import os
 
-from hostjob.config import ANNOTATION_INHERIT_USER, ANNOTATION_MOUNT_MODE, ANNOTATION_MOUNT_POINT
+from hostjob import log
+from hostjob.config import (
+    ANNOTATION_INHERIT_USER,
+    ANNOTATION_MOUNT_MODE,
+    ANNOTATION_MOUNT_POINT,
+    HCS_INHERIT_USER,
+)
 from hostjob.errors import ConfigError, InvalidArgument
 from hostjob.spec.runtime import OCI_VERSION
 
@@ -82,7 +96,8 @@ def build_spec(
     from hostjob.spec.image import ContainerConfig
 
     config = image or ContainerConfig()
-    annotations = dict(config.labels or {})
+    # Only the operator's flags make annotations: the image's labels are data.
+    annotations: dict[str, str] = {}
     for entry in flags.annotations:
         key, sep, value = entry.partition("=")
         if not sep or not key:
@@ -98,9 +113,18 @@ def build_spec(
         "env": _env(config.env or [], flags),
         "cwd": flags.cwd or _image_path(config.working_dir or "/"),
     }
-    user = flags.user or config.user
-    if user:
-        process["user"] = _user(user)
+    inherit_keys = [k for k in (ANNOTATION_INHERIT_USER, HCS_INHERIT_USER) if k in annotations]
+    if flags.user:
+        # An explicit --user always wins (SPEC §2), also over an inherit-user
+        # annotation given with it: the annotation is dropped, not the flag.
+        for key in inherit_keys:
+            log.warning(f"--user {flags.user} wins over --annotation {key}={annotations[key]}")
+            del annotations[key]
+        process["user"] = _user(flags.user)
+    elif any(_truthy(annotations[key]) for key in inherit_keys):
+        pass  # the operator asked for the launcher's identity: the image's User is moot
+    elif config.user:
+        process["user"] = _user(config.user)
     else:
         # Neither the image nor --user names a user: the launcher's own identity.
         annotations[ANNOTATION_INHERIT_USER] = "true"
@@ -131,8 +155,14 @@ def _argv(config: ContainerConfig, flags: RunFlags) -> list[str]:
 
 
 def _image_path(path: str) -> str:
-    """A path of the image (``WorkingDir``), wherever the mode puts the image."""
-    return "$CONTAINER_SANDBOX_MOUNT_POINT/" + path.lstrip("/")
+    """A path of the image (``WorkingDir``), wherever the mode puts the image; its
+    ``..`` resolved against the image's root, so it never names a host directory."""
+    return "$CONTAINER_SANDBOX_MOUNT_POINT/" + os.path.normpath("/" + path).lstrip("/")
+
+
+def _truthy(value: str) -> bool:
+    """An annotation's yes, as ``hostjob.config`` reads it."""
+    return value.lower() in ("true", "1", "yes")
 
 
 def _words(entrypoint: str) -> list[str]:

@@ -11,6 +11,11 @@ Layout::
     containers/<id>.json        what a container uses (kept by prune)
     locks/                      per-blob and per-layer lock files
     images.lock, gc.lock        the names lock; pulls share gc.lock, prune takes it alone
+    rw/<id>/                    a container's writable layer (upper, work)
+
+The store is root's alone (SPEC §10): its root is 0700 and owned by hostjob's user,
+so no other local user can reach a blob of a private image, or run a setuid-root
+file or open a device node of any layer. Below the root, modes are the images' own.
 
 Concurrency: a blob or layer is produced under its own ``flock``; whoever gets the
 lock second finds the work done. Layers are unpacked into a temp sibling and renamed
@@ -38,6 +43,7 @@ from hostjob.errors import (
     ImageError,
     ImageNotFound,
     InvalidArgument,
+    PermissionDenied,
     ReferenceError,
 )
 from hostjob.images import progress as events
@@ -193,10 +199,11 @@ class ResolvedImage:
 class Store:
     """The image store. Every verb returns plain JSON-able data for the CLI."""
 
-    __slots__ = ("root",)
+    __slots__ = ("_closed", "root")
 
     def __init__(self, root: str | None = None) -> None:
         self.root = os.path.abspath(root or default_root())
+        self._closed = False  # the root was checked to be ours and 0700
 
     # --- paths ------------------------------------------------------------------------
 
@@ -204,8 +211,33 @@ class Store:
         return os.path.join(self.root, *parts)
 
     def _ensure_dirs(self) -> None:
+        if not self._closed:
+            make_dirs(self.root, 0o700)
+            self._close_root()
         for sub in ("blobs/sha256", "layers/sha256", "containers", "locks"):
-            make_dirs(self._path(sub), 0o700 if sub == "locks" else 0o755)
+            make_dirs(self._path(sub), 0o700)
+
+    def _close_root(self) -> None:
+        """Make sure the store's root is ours and 0700, closing a store an older
+        hostjob made 0755. The root's mode is enough to close everything below it
+        (blobs, layers and their setuid files, names, containers): nothing there can
+        be reached without searching the root."""
+        try:
+            st = os.stat(self.root)
+        except FileNotFoundError:
+            return  # nothing stored yet; _ensure_dirs makes it 0700
+        except PermissionError:
+            raise PermissionDenied(
+                f"cannot open the image store {self.root}: it is root's"
+            ) from None
+        if st.st_uid != os.geteuid():
+            raise PermissionDenied(
+                f"image store {self.root} belongs to uid {st.st_uid}, not to hostjob's user;"
+                " refusing it"
+            )
+        if stat.S_IMODE(st.st_mode) != 0o700:
+            os.chmod(self.root, 0o700)
+        self._closed = True
 
     def blob_path(self, digest: str) -> str:
         algorithm, encoded = _split_digest(digest)
@@ -367,6 +399,8 @@ class Store:
     # --- names ------------------------------------------------------------------------
 
     def _images(self) -> dict[str, dict[str, Any]]:
+        if not self._closed:
+            self._close_root()
         try:
             with open(self._path("images.json"), "rb") as f:
                 data = json.load(f)

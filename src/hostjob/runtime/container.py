@@ -347,8 +347,12 @@ class Container:
         if options.bundle_config is not None:
             from hostjob import jsonio
 
+            # 0600: the directory may be opened to the job's user (open_for_user), and
+            # the config holds the --env values.
             path = os.path.join(self.store.dir(self.id), "config.json")
-            with open(path, "w") as f:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(path, flags, 0o600)
+            with open(fd, "w") as f:
                 f.write(jsonio.dumps(options.bundle_config, 2) + "\n")
         if options.image is not None:
             mounts.mount_image(

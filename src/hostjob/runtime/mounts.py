@@ -89,10 +89,36 @@ def prepare_host(job: JobConfig, record: Callable[[str, str], None]) -> None:
             record(UNMOUNT, fsutil.canonical(job.rootfs))
             linux.mount(job.rootfs, job.rootfs, None, linux.MS_BIND | linux.MS_REC)
         point = job.mount_point
-        _remount_readonly(_canonical(point, f"mount point {point}"), point)
+        _remount_path(_canonical(point, f"mount point {point}"), point, linux.MS_RDONLY)
+
+
+# The per-mount flags a bind remount keeps from the mount it changes. A remount with
+# MS_BIND replaces all of them: without these, making an image's nosuid,nodev rootfs
+# read-only would make its setuid files work again (runc keeps them the same way).
+_KEPT_FLAGS = ((os.ST_NOSUID, 0x2), (os.ST_NODEV, 0x4), (os.ST_NOEXEC, 0x8))
+
+
+def _remount(fd: int, flags: int) -> None:
+    """Add per-mount ``flags`` (MS_RDONLY, MS_NOSUID, ...) to the bind mount whose root
+    ``fd`` is (reached without symlinks), keeping its nosuid, nodev and noexec."""
+    from hostjob import linux
+
+    current = os.fstatvfs(fd).f_flag
+    for st_flag, ms_flag in _KEPT_FLAGS:
+        if current & st_flag:
+            flags |= ms_flag
+    linux.mount(None, f"/proc/self/fd/{fd}", None, linux.MS_BIND | linux.MS_REMOUNT | flags)
 
 
 def _bind_rootfs(job: JobConfig, record: Callable[[str, str], None]) -> None:
+    """Bind the rootfs at the mount point asked for (host mode).
+
+    An image's rootfs (``hostjob run IMAGE``, hostjob's own overlay) is bound
+    ``nosuid,nodev``, like the overlay itself (SPEC §10). A bundle's rootfs is bound
+    with the flags its client mounted it with, as runc binds a rootfs: a bind copies
+    the source mount's nosuid and nodev, and a containerd or podman rootfs may rightly
+    hold setuid programs.
+    """
     from hostjob import linux
 
     asked = job.mount_point
@@ -121,22 +147,20 @@ def _bind_rootfs(job: JobConfig, record: Callable[[str, str], None]) -> None:
             os.close(fd)
     finally:
         os.close(parent_fd)
+    if job.image is not None:
+        _remount_path(target, asked, linux.MS_NOSUID | linux.MS_NODEV)
 
 
-def _remount_readonly(target: str, asked: str) -> None:
-    """Make the mount at ``target`` (canonical) read-only, reached without symlinks."""
-    from hostjob import linux
-
+def _remount_path(target: str, asked: str, flags: int) -> None:
+    """``_remount`` of the mount at ``target`` (canonical), reached without symlinks."""
     try:
         fd = fsutil.walk_path(target)
     except OSError as err:
         raise _walk_error(f"mount point {asked}", target, err) from None
     try:
-        linux.mount(
-            None, f"/proc/self/fd/{fd}", None, linux.MS_BIND | linux.MS_REMOUNT | linux.MS_RDONLY
-        )
+        _remount(fd, flags)
     except OSError as err:
-        raise MountError(f"cannot make {asked} read-only: {err.strerror}") from None
+        raise MountError(f"cannot remount {asked}: {err.strerror}") from None
     finally:
         os.close(fd)
 
@@ -317,12 +341,7 @@ def enter_bind_namespace(job: JobConfig) -> Callable[[], None]:
                 # The fd above is the directory under the new mount: reach the mount anew.
                 fd = _open_target(target, asked, source)
                 try:
-                    linux.mount(
-                        None,
-                        f"/proc/self/fd/{fd}",
-                        None,
-                        linux.MS_BIND | linux.MS_REMOUNT | linux.MS_RDONLY,
-                    )
+                    _remount(fd, linux.MS_RDONLY)
                 except OSError as err:
                     raise MountError(f"cannot make {asked} read-only: {err.strerror}") from None
                 finally:

@@ -146,6 +146,12 @@ def _passwd(uid: int) -> pwd.struct_passwd | None:
 
 
 def _from_username(name: str, gid: int | None, extra: list[int]) -> Credentials:
+    try:
+        bad = "\0" in name or not os.fsencode(name)
+    except UnicodeError:
+        bad = True
+    if bad:  # the passwd lookups would raise ValueError
+        raise ConfigError(f"user {name!r} is not a valid name", "process.user.username")
     user, _, group = name.partition(":")
     if user.isdigit():
         uid = int(user)

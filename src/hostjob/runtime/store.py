@@ -149,12 +149,16 @@ class StateStore:
             raise PermissionDenied(
                 f"state directory {self.root} is writable by others; refusing it"
             )
-        if st.st_mode & 0o011 != 0o011 and st.st_uid == os.geteuid():
-            os.chmod(self.root, (st.st_mode & 0o777) | 0o011)
+        if st.st_mode & 0o777 != 0o711 and st.st_uid == os.geteuid():
+            # Exactly 0711: a root made readable (0755) would let anyone list the IDs.
+            os.chmod(self.root, 0o711)
 
     def open_for_user(self, container_id: str) -> None:
         """Let a container's non-root user traverse its directory (0711) to reach the
-        image rootfs mounted below it; the state files themselves stay 0600."""
+        image rootfs mounted below it. Nothing else in it is readable by others: the
+        state, the config.json and the exec fifo are 0600, and the directory cannot be
+        listed. (Any local user who knows the ID can reach the rootfs too: an image
+        overlay, nosuid,nodev, whose files keep the image's own modes.)"""
         os.chmod(self.dir(container_id), 0o711)
 
     def create(self, container_id: str) -> Lock:

@@ -135,6 +135,8 @@ def test_many_layers_beyond_the_mount_option_limit(store, tmp_path, cleanup_moun
         try:
             assert (tmp_path / "m" / "top").read_text() == "89", "the last layer is on top"
             assert len(os.listdir(tmp_path / "m")) == 91
+            flags = os.statvfs(tmp_path / "m").f_flag
+            assert flags & os.ST_NOSUID and flags & os.ST_NODEV, (method, "nosuid,nodev")
         finally:
             rootfs.unmount()
         assert not is_mountpoint(str(tmp_path / "m"))
@@ -149,6 +151,14 @@ def test_image_without_layers_mounts(store, tmp_path):
         assert os.listdir(target) == []
     finally:
         store.unmount_container("e", str(target))
+    # mount(2) with the options in one page: nosuid,nodev there too.
+    rootfs = overlay.ContainerRootfs([], str(tmp_path / "rw"), str(target))
+    assert rootfs.mount(method="mount") == "mount"
+    try:
+        flags = os.statvfs(target).f_flag
+        assert flags & os.ST_NOSUID and flags & os.ST_NODEV
+    finally:
+        rootfs.unmount()
 
 
 _PULL = """

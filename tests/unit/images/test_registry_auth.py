@@ -130,3 +130,36 @@ def test_range_start():
     assert registry._range_start("bytes 100-199/200") == 100
     assert registry._range_start("bytes */200") is None
     assert registry._range_start("items 1-2/3") is None
+
+
+@pytest.mark.parametrize(
+    ("plain_http", "tls_verify", "creds", "realm", "allowed"),
+    [
+        (False, True, "a:b", "https://auth.example/token", "client"),
+        (False, True, "a:b", "http://auth.example/token", None),
+        (False, True, "a:b", "http://registry.example/token", None),  # not asked for HTTP
+        (True, True, "a:b", "http://registry.example:5001/token", "client"),
+        (True, True, "a:b", "http://auth.example/token", None),  # another host
+        (False, True, None, "http://auth.example/token", "client"),  # nothing to leak
+        (False, False, "a:b", "https://registry.example:9/token", "client"),
+        (False, False, "a:b", "https://auth.example/token", "verified"),
+        (False, True, "a:b", "ftp://auth.example/token", None),
+        (False, True, None, "file:///etc/passwd", None),
+    ],
+)
+def test_credentials_go_only_to_a_safe_token_realm(plain_http, tls_verify, creds, realm, allowed):
+    client = registry.RegistryClient(
+        "registry.example", creds=creds, plain_http=plain_http, tls_verify=tls_verify
+    )
+    if creds is None:
+        client.creds = None  # whatever the machine's docker config holds
+    try:
+        if allowed is None:
+            with pytest.raises(RegistryError) as info:
+                client._realm_client(realm)
+            assert "\n" not in str(info.value)
+        else:
+            chosen = client._realm_client(realm)
+            assert chosen is (client.client if allowed == "client" else client.verified)
+    finally:
+        client.close()

@@ -1,8 +1,8 @@
 """``hostjob pack``: a reproducible one-layer image from a directory ("FROM scratch").
 
 Needs no root: it reads the directory and writes the layout or archive, so any user who
-can read every file in DIR can pack it (``--base`` with a store name also needs to read
-the store).
+can read every file in DIR can pack it (``--base`` with a store name needs root: the
+store is root's).
 """
 
 from __future__ import annotations
@@ -41,7 +41,12 @@ COMMAND = Command(
             "stack the layer on this image (store name or oci:/archive ref)",
             metavar="image",
         ),
-        Option("keep-owner", FLAG, "keep files' owners (default: everything 0:0)"),
+        Option(
+            "keep-owner",
+            FLAG,
+            "keep files' owners, and with them setuid/setgid bits and file capabilities"
+            " (default: everything 0:0, those bits and capabilities cleared)",
+        ),
         STORE_OPTION,
     ),
     positionals=("dir",),

@@ -1,0 +1,199 @@
+"""Fixtures of the CRI suite (root only; fails, never skips, when a peer cannot be installed).
+
+* ``cri_images`` (package) — the sandbox image (``pause``, a static program built from
+  ``pause.c``) and the tools image (busybox and its applets, ``tests/compat/image.build_rootfs``),
+  both made with ``hostjob pack`` as oci-archives.
+* ``cri_containerd`` (package) — Debian's containerd 1.6 started by ``tests/compat``'s
+  ``harness.Containerd`` with the CRI plugin on: sockets, root, state and config in a temp dir;
+  hostjob is the runtime handler ``hostjob``, configured by the operators' guide's
+  ``containerd-config`` snippet (``BinaryName`` = the hostjob under test; the shim's runtime
+  root in the temp dir); the sandbox image is ``pause``; no CNI configuration (host-network pods
+  only); both images imported into namespace ``k8s.io``. At the end it is stopped, and anything
+  left (tasks, mounts, shims, cgroups) fails the last test. Package scope: containerd and the
+  gRPC channel end with this directory's tests, not with the whole session.
+* ``node`` (package) — a ``kubelet.Node`` on that containerd, with a private cgroup root.
+* ``kubelet_node`` (per test) — the node; pods a test made and did not delete are deleted after it
+  (kubelet's order) and whatever they left fails the test.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.compat import harness
+from tests.compat.image import build_rootfs
+from tests.compat.test_operator_docs import DOC_BINARY, snippet
+from tests.helpers import INSTALL, hostjob_cmd, hostjob_env, require_peer
+
+from . import kubelet
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+HERE = Path(__file__).resolve().parent
+HANDLER_OPTIONS = '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.hostjob.options]\n'
+
+
+def _fail(e: Exception) -> None:
+    pytest.fail(f"{type(e).__name__}: {e}", pytrace=False)
+
+
+def cri_config(workdir: Path, hostjob: Path, runtime_root: Path) -> str:
+    """The CRI plugin's tables for ``harness.Containerd(cri=...)``."""
+    # The hostjob handler exactly as the operators' guide documents it, plus the shim's runtime
+    # root (default /run/containerd/runc, shared with every other containerd on the machine).
+    entry = snippet("containerd-config").replace(DOC_BINARY, str(hostjob))
+    entry = re.sub(r"^version = \d+\n", "", entry, flags=re.M)
+    assert HANDLER_OPTIONS in entry, "the guide's containerd entry has no options table"
+    entry = entry.replace(HANDLER_OPTIONS, f'{HANDLER_OPTIONS}  Root = "{runtime_root}"\n')
+    for sub in ("cni/bin", "cni/net.d", "certs.d"):
+        (workdir / sub).mkdir(parents=True, exist_ok=True)
+    return f"""
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{kubelet.PAUSE_IMAGE}"
+  # exec/attach/port-forward URLs: loopback, an ephemeral port
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  disable_apparmor = true
+  # root lacks CAP_SYS_RESOURCE here: an OOM score below containerd's own (the sandbox's -998,
+  # a Guaranteed container's -997) cannot be set by any runtime; containerd clamps it
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+  # no network configuration: host-network pods only (CNI is never called for them)
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{workdir}/cni/bin"
+    conf_dir = "{workdir}/cni/net.d"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{workdir}/certs.d"
+
+{entry}"""
+
+
+# ---- images ---------------------------------------------------------------------------------
+
+
+class CriImages:
+    __slots__ = ("pause", "tools")
+
+    def __init__(self, pause: Path, tools: Path) -> None:
+        self.pause = pause
+        self.tools = tools
+
+
+def _pack(src: Path, archive: Path, ref: str, *options: str) -> None:
+    done = subprocess.run(
+        [*hostjob_cmd(), "pack", str(src), "--to", f"oci-archive:{archive}:{ref}", *options],
+        capture_output=True, text=True, timeout=120, env=hostjob_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, f"hostjob pack {ref} failed: {done.stderr}"
+
+
+def build_pause(dest: Path) -> None:
+    """``pause.c`` -> a static ``dest`` (no libc in the image)."""
+    argv = ["gcc", "-static", "-Os", "-s", "-o", str(dest), str(HERE / "pause.c")]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        # gcc without the static C library: the cc peer brings both
+        subprocess.run([str(INSTALL), "--peers", "cc"], capture_output=True, timeout=900)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"cannot build the pause program: {done.stderr}"
+
+
+@pytest.fixture(scope="package")
+def cri_images(tmp_path_factory: pytest.TempPathFactory) -> CriImages:
+    require_peer("cc", "gcc")
+    require_peer("image", "busybox")
+    work = tmp_path_factory.mktemp("cri-images")
+    pause_dir = work / "pause"
+    pause_dir.mkdir()
+    build_pause(pause_dir / "pause")
+    pause = work / "pause.oci.tar"
+    _pack(pause_dir, pause, kubelet.PAUSE_IMAGE, "--entrypoint", "/pause")
+    tools = work / "tools.oci.tar"
+    _pack(
+        build_rootfs(work / "tools"), tools, kubelet.TOOLS_IMAGE,
+        "--env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "--cmd", "sh",
+    )  # fmt: skip
+    return CriImages(pause, tools)
+
+
+# ---- containerd and the node ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _host_traces() -> Iterator[None]:
+    """Remove the host dirs containerd creates outside the temp dirs (when they were absent)."""
+    traces = harness.HostTraces()
+    yield
+    traces.cleanup()
+
+
+@pytest.fixture(scope="package")
+def cri_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if os.geteuid() != 0:
+        pytest.fail("tests/cri needs root", pytrace=False)
+    return tmp_path_factory.mktemp("cri")
+
+
+@pytest.fixture(scope="package")
+def cri_containerd(cri_workdir: Path, cri_images: CriImages) -> Iterator[harness.Containerd]:
+    require_peer("containerd", "containerd", "ctr", "containerd-shim-runc-v2")
+    try:
+        hostjob = harness.find_hostjob(workdir=cri_workdir)
+    except harness.HarnessError as e:
+        _fail(e)
+        raise
+    config = cri_config(cri_workdir, hostjob, cri_workdir / "runtime-root")
+    ctd = harness.Containerd(cri_workdir / "containerd", namespace="k8s.io", cri=config)
+    try:
+        ctd.start()
+        ctd.import_image(cri_images.pause, kubelet.PAUSE_IMAGE)
+        ctd.import_image(cri_images.tools, kubelet.TOOLS_IMAGE)
+    except harness.HarnessError as e:
+        ctd.stop()
+        _fail(e)
+    yield ctd
+    problems = ctd.stop()
+    if problems:
+        pytest.fail("containerd teardown found leftovers:\n" + "\n".join(problems), pytrace=False)
+
+
+@pytest.fixture(scope="package")
+def node(cri_containerd: harness.Containerd, cri_workdir: Path) -> Iterator[kubelet.Node]:
+    n = kubelet.Node(
+        cri_containerd,
+        cri_workdir,
+        runtime_root=cri_workdir / "runtime-root",
+        cgroup_root=f"hostjob-cri-{uuid.uuid4().hex[:8]}",
+    )
+    try:
+        n.start()
+    except AssertionError:
+        n.stop()
+        raise
+    yield n
+    problems = n.stop()
+    if problems:
+        pytest.fail("node shutdown found leftovers:\n" + "\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def kubelet_node(node: kubelet.Node) -> Iterator[kubelet.Node]:
+    before = list(node.pods)
+    yield node
+    problems = []
+    for pod in [p for p in node.pods if p not in before]:
+        ids = [pod.sandbox_id, *(c.id for c in pod.containers)]
+        problems += pod.delete(grace=0)
+        problems += node.leftovers(pod, [i for i in ids if i])
+    if problems:
+        pytest.fail("pods left behind by the test:\n" + "\n".join(problems), pytrace=False)

@@ -1,0 +1,712 @@
+"""A test kubelet: what the kubelet does on one node through containerd's CRI (``runtime.v1``).
+
+The kubelet talks to containerd only through the CRI gRPC API, so doing the same calls with the
+same messages from Python is a faithful stand-in for the runtime's side of Kubernetes. This
+module does the kubelet's work around those calls too, as the kubelet does it:
+
+* **cgroups** (``--cgroup-driver=cgroupfs``): the QoS cgroups ``<cgroup-root>/kubepods``,
+  ``…/kubepods/burstable`` and ``…/kubepods/besteffort`` made at node start-up, and one cgroup per
+  pod (``…/kubepods/pod<uid>`` for Guaranteed pods, ``…/kubepods/<qos>/pod<uid>`` otherwise)
+  made in every hierarchy before ``RunPodSandbox`` and removed after ``RemovePodSandbox``; cpuset
+  cgroups get their parent's CPUs and memory nodes, as libcontainer gives them; the pod's
+  ``cpu.shares`` (2 for BestEffort) and, when every container has one, memory limit and CPU
+  quota. ``cgroup_root`` plays the kubelet's ``--cgroup-root``: a private one per test session.
+* **the pod directory** (``<root-dir>/pods/<uid>``, ``--root-dir``): ``etc-hosts`` (a copy of
+  the node's ``/etc/hosts`` for a host-network pod), one termination-log file per container
+  (``containers/<name>/<random>``), and the service-account token volume as the kubelet
+  projects it: a tmpfs at ``volumes/kubernetes.io~projected/kube-api-access-<random>`` written by
+  the atomic writer (``..<timestamp>/{token,ca.crt,namespace}``, ``..data -> ..<timestamp>``,
+  ``token -> ..data/token``), mounted read-only at ``/var/run/secrets/kubernetes.io/
+  serviceaccount``;
+* **logs**: the pod's log directory ``<log-dir>/<namespace>_<name>_<uid>`` and the container's
+  ``log_path`` ``<name>/<attempt>.log``; lines in the CRI format ``<time> <stream> <P|F> <text>``;
+* **the calls**, with the kubelet's messages: labels (``io.kubernetes.pod.*``,
+  ``io.kubernetes.container.name``), annotations (restart count, termination message path),
+  the namespace options (host network and PID), masked and read-only paths, resources as the
+  kubelet computes them from requests and limits (shares, quota/period, memory limit, OOM score
+  adjustment), ``StopContainer`` with the grace period, and pod deletion in the kubelet's order
+  (stop containers, stop the sandbox, remove containers, remove the sandbox, remove the pod's
+  cgroup and directories).
+
+What a kubelet does that this one does not is listed in ``tests/cri/README.md``.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import grpc
+from cri_api.v1 import api_pb2 as cri
+from cri_api.v1 import api_pb2_grpc as cri_grpc
+
+from tests.compat import harness
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+TOOLS_IMAGE = "localhost/hostjob-cri/tools:1"
+"""busybox and its applets, made with ``hostjob pack`` (see ``conftest.py``)."""
+PAUSE_IMAGE = "localhost/hostjob-cri/pause:1"
+"""The sandbox image: the static ``pause`` built from ``pause.c``."""
+
+CALL_TIMEOUT = 120.0
+"""Deadline of one CRI call (generous: the machine is shared with other test runs)."""
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+TERMINATION_LOG = "/dev/termination-log"
+MASKED_PATHS = [
+    "/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+    "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware",
+]  # fmt: skip
+"""What the kubelet passes as ``masked_paths`` for a container with the default procMount."""
+READONLY_PATHS = ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
+
+SERVICE_ENV = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": "6443"}
+"""The ``kubernetes`` service's variables the kubelet gives every container (in-cluster
+clients need them); only strings here."""
+
+HOST_NAMESPACES = cri.NamespaceOption(network=cri.NODE, pid=cri.NODE, ipc=cri.POD)
+"""``hostNetwork: true`` + ``hostPID: true`` (IPC stays the pod's, as without ``hostIPC``)."""
+
+LOG_LINE = re.compile(
+    r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) "
+    r"(?P<stream>stdout|stderr) (?P<tag>[PF]) (?P<text>.*)$"
+)
+
+
+class KubeletError(Exception):
+    """The test kubelet could not do a step (its own work, not a CRI call's)."""
+
+
+def wait(pred: Callable[[], object], timeout: float, what: str, interval: float = 0.05) -> None:
+    """Poll ``pred()`` until true; raise AssertionError naming ``what`` after ``timeout`` s."""
+    if not harness.wait_for(pred, timeout, interval):
+        raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+
+
+# ---------------------------------------------------------------------------------------------
+# cgroups, the kubelet's cgroupfs layout
+
+
+def _cpuset_init(path: Path) -> None:
+    """A new v1 cpuset cgroup has no CPUs and memory nodes: copy the parent's, as libcontainer
+    does (a process cannot join an empty cpuset)."""
+    for name in ("cpuset.cpus", "cpuset.mems"):
+        f = path / name
+        if f.exists() and not f.read_text().strip():
+            f.write_text((path.parent / name).read_text())
+
+
+def make_cgroup(path: str) -> None:
+    """mkdir cgroup ``path`` (absolute, from the hierarchy root) and its parents in every
+    hierarchy (v1 controllers, named ones, the hybrid cgroup2), as the kubelet's cgroupfs
+    manager does."""
+    for top in harness.cgroup_hierarchies():
+        d = top
+        for part in path.strip("/").split("/"):
+            d = d / part
+            try:
+                d.mkdir()
+            except FileExistsError:
+                pass
+            if top.name == "cpuset":
+                _cpuset_init(d)
+
+
+def write_cgroup(path: str, controller: str, name: str, value: int | str) -> None:
+    (harness.CGROUP_ROOT / controller / path.strip("/") / name).write_text(str(value))
+
+
+def cgroup_procs(path: str) -> list[int]:
+    """Every process in cgroup ``path`` or below it (any hierarchy)."""
+    pids: set[int] = set()
+    for top in harness.cgroup_dirs(path):
+        for procs in top.rglob("cgroup.procs"):
+            try:
+                pids.update(int(p) for p in procs.read_text().split())
+            except OSError:
+                pass
+    return sorted(pids)
+
+
+def processes_in_cgroups(needle: str) -> list[int]:
+    """Processes whose cgroup path (any hierarchy) contains ``needle`` (a pod UID)."""
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cgroup") as f:
+                    if needle in f.read():
+                        found.append(int(d))
+            except OSError:
+                pass
+    return found
+
+
+def remove_cgroup(path: str) -> list[str]:
+    """rmdir cgroup ``path`` (and only it: the kubelet's pod cgroup must be empty by now) in
+    every hierarchy; what could not be removed, with why."""
+    problems = []
+    for d in harness.cgroup_dirs(path):
+        children = [c.name for c in d.iterdir() if c.is_dir()]
+        if children:
+            problems.append(f"cgroup {d} still has children {children}")
+            continue
+        try:
+            d.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            # an exiting process may still be accounted for a moment
+            gone = e.errno == errno.EBUSY and harness.wait_for(lambda d=d: _rmdir(d), 5.0, 0.05)
+            if not gone:
+                problems.append(f"cgroup {d}: {e.strerror} (processes {cgroup_procs(path)})")
+    return problems
+
+
+def _rmdir(d: Path) -> bool:
+    try:
+        d.rmdir()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# resources, as the kubelet turns requests and limits into the CRI's LinuxContainerResources
+
+
+class Resources:
+    """A container's ``resources`` (CPU in millicores, memory in bytes; 0 = not set)."""
+
+    __slots__ = ("cpu_limit", "cpu_request", "memory_limit", "memory_request")
+
+    def __init__(
+        self,
+        *,
+        cpu_request: int = 0,
+        cpu_limit: int = 0,
+        memory_request: int = 0,
+        memory_limit: int = 0,
+    ) -> None:
+        # the API server defaults a request to its limit
+        self.cpu_request = cpu_request or cpu_limit
+        self.cpu_limit = cpu_limit
+        self.memory_request = memory_request or memory_limit
+        self.memory_limit = memory_limit
+
+    def qos(self) -> str:
+        if not (self.cpu_request or self.memory_request or self.cpu_limit or self.memory_limit):
+            return "besteffort"
+        if (
+            self.cpu_limit
+            and self.memory_limit
+            and self.cpu_request == self.cpu_limit
+            and self.memory_request == self.memory_limit
+        ):
+            return "guaranteed"
+        return "burstable"
+
+    def cpu_shares(self) -> int:
+        # kubelet's MilliCPUToShares: 2 when no request
+        return max(2, self.cpu_request * 1024 // 1000) if self.cpu_request else 2
+
+    def linux(self, qos: str) -> cri.LinuxContainerResources:
+        """What the kubelet puts in ``linux.resources`` (cgroup v1, CFS quota on)."""
+        res = cri.LinuxContainerResources(cpu_shares=self.cpu_shares())
+        if self.cpu_limit:
+            res.cpu_period = 100_000
+            res.cpu_quota = self.cpu_limit * 100_000 // 1000
+        if self.memory_limit:
+            res.memory_limit_in_bytes = self.memory_limit
+        # the kubelet's OOM score policy: Guaranteed -997, BestEffort 1000, Burstable between
+        if qos == "guaranteed":
+            res.oom_score_adj = -997
+        elif qos == "besteffort":
+            res.oom_score_adj = 1000
+        else:
+            machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            adj = 1000 - (1000 * self.memory_request) // machine
+            res.oom_score_adj = int(min(max(adj, 3), 999))
+        return res
+
+
+# ---------------------------------------------------------------------------------------------
+# the node
+
+
+class Node:
+    """One node's kubelet state: the CRI client (runtime and image services on containerd's
+    socket), the kubelet's root and log dirs, and the QoS cgroups under ``cgroup_root``."""
+
+    def __init__(
+        self,
+        containerd: harness.Containerd,
+        workdir: Path,
+        runtime_root: Path,
+        cgroup_root: str,
+        handler: str = "hostjob",
+    ) -> None:
+        self.containerd = containerd
+        self.root_dir = workdir / "kubelet"
+        self.log_dir = workdir / "log" / "pods"
+        self.runtime_root = runtime_root / containerd.namespace
+        self.cgroup_root = "/" + cgroup_root.strip("/")
+        self.handler = handler
+        self.channel = grpc.insecure_channel(f"unix://{containerd.address}")
+        self.runtime = cri_grpc.RuntimeServiceStub(self.channel)
+        self.images = cri_grpc.ImageServiceStub(self.channel)
+        self.pods: list[Pod] = []
+
+    # -- node start-up and shutdown
+    def start(self) -> None:
+        """Make the kubelet's dirs and QoS cgroups; wait until the CRI answers ``Status``."""
+        self.root_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        for qos in ("", "/burstable", "/besteffort"):
+            make_cgroup(f"{self.cgroup_root}/kubepods{qos}")
+        write_cgroup(f"{self.cgroup_root}/kubepods/besteffort", "cpu", "cpu.shares", 2)
+
+        def ready() -> bool:
+            try:
+                status = self.runtime.Status(cri.StatusRequest(), timeout=10)
+            except grpc.RpcError:
+                return False
+            return any(c.type == "RuntimeReady" and c.status for c in status.status.conditions)
+
+        wait(ready, 60, "containerd's CRI to report RuntimeReady")
+
+    def stop(self) -> list[str]:
+        """Delete every pod left (each one is a problem), then the QoS cgroups and the
+        cgroup root; what was found."""
+        problems = []
+        for pod in list(self.pods):
+            problems.append(f"pod {pod.name} ({pod.uid}) left at node shutdown")
+            problems += pod.delete(grace=0)
+        try:
+            left = self.runtime.ListPodSandbox(cri.ListPodSandboxRequest(), timeout=CALL_TIMEOUT)
+            for sb in left.items:
+                problems.append(f"sandbox {sb.id} ({sb.metadata.name}) still listed")
+                self.runtime.StopPodSandbox(cri.StopPodSandboxRequest(pod_sandbox_id=sb.id))
+                self.runtime.RemovePodSandbox(cri.RemovePodSandboxRequest(pod_sandbox_id=sb.id))
+        except grpc.RpcError as e:
+            problems.append(f"cleanup through the CRI failed: {e.code()}: {e.details()}")
+        self.channel.close()
+        for qos in ("/burstable", "/besteffort", ""):
+            problems += remove_cgroup(f"{self.cgroup_root}/kubepods{qos}")
+        problems += remove_cgroup(self.cgroup_root)
+        return problems
+
+    # -- images
+    def image_id(self, ref: str) -> str:
+        """The image ID (config digest) the kubelet passes to ``CreateContainer``."""
+        st = self.images.ImageStatus(
+            cri.ImageStatusRequest(image=cri.ImageSpec(image=ref)), timeout=CALL_TIMEOUT
+        )
+        if not st.image.id:
+            raise KubeletError(f"image {ref} not known to the CRI")
+        return st.image.id
+
+    # -- pods
+    def pod(self, name: str, resources: list[Resources] | None = None, **kw: object) -> Pod:
+        pod = Pod(self, name, resources or [Resources()], **kw)  # type: ignore[arg-type]
+        self.pods.append(pod)
+        return pod
+
+    def shim_socket(self, sandbox_id: str) -> Path:
+        """The runc shim of a pod serves all its containers (grouped by sandbox ID)."""
+        ctd = self.containerd
+        key = f"{ctd.address}/{ctd.namespace}/{sandbox_id}"
+        return Path("/run/containerd/s") / hashlib.sha256(key.encode()).hexdigest()
+
+    def container_paths(self, cid: str) -> list[Path]:
+        """Where containerd, its CRI plugin and the runtime keep state for one container or
+        sandbox ID."""
+        d = self.containerd.dir
+        return [
+            self.runtime_root / cid,
+            d / "state" / "io.containerd.runtime.v2.task" / self.containerd.namespace / cid,
+            d / "state" / "io.containerd.grpc.v1.cri" / "sandboxes" / cid,
+            d / "state" / "io.containerd.grpc.v1.cri" / "containers" / cid,
+            d / "root" / "io.containerd.grpc.v1.cri" / "sandboxes" / cid,
+            d / "root" / "io.containerd.grpc.v1.cri" / "containers" / cid,
+        ]
+
+    def snapshots(self) -> set[str]:
+        out = self.containerd.ctr("snapshots", "ls", check=True).stdout.splitlines()[1:]
+        return {line.split()[0] for line in out if line.split()}
+
+    def leftovers(self, pod: Pod, ids: list[str]) -> list[str]:
+        """Everything a deleted pod (sandbox and container ``ids``) left: in the CRI's and
+        containerd's lists, snapshots, state dirs (containerd's, its CRI plugin's, the runtime's),
+        mounts, the shim and its socket, processes in the pod's cgroups, the pod cgroup."""
+        bad = []
+        rt = self.runtime
+        sandboxes = rt.ListPodSandbox(cri.ListPodSandboxRequest(), timeout=CALL_TIMEOUT).items
+        containers = rt.ListContainers(cri.ListContainersRequest(), timeout=CALL_TIMEOUT)
+        known = {s.id for s in sandboxes} | {c.id for c in containers.containers}
+        known |= set(self.containerd.containers()) | set(self.containerd.tasks())
+        snapshots = self.snapshots()
+        for i in ids:
+            if i in known:
+                bad.append(f"{i[:12]} still listed by the CRI, containerd or its tasks")
+            if i in snapshots:
+                bad.append(f"snapshot {i[:12]}")
+            bad += [f"path {p}" for p in self.container_paths(i) if os.path.lexists(p)]
+            bad += [f"mount {m}" for m in harness.mounts_mentioning(i)]
+        bad += [f"mount {m}" for m in harness.mounts_mentioning(pod.uid)]
+        if pod.sandbox_id:
+            if os.path.lexists(self.shim_socket(pod.sandbox_id)):
+                bad.append(f"shim socket {self.shim_socket(pod.sandbox_id)}")
+            bad += [f"shim {p}: {c[:100]}" for p, c in self.containerd.shims(pod.sandbox_id)]
+        bad += [f"process {p} in the pod's cgroups" for p in processes_in_cgroups(pod.uid)]
+        bad += [f"cgroup {d}" for d in harness.cgroup_dirs(pod.cgroup_parent)]
+        return bad
+
+
+class Container:
+    """One container the kubelet created: its ID, name, attempt and kubelet-side files."""
+
+    __slots__ = ("attempt", "id", "log_path", "name", "termination_log")
+
+    def __init__(self, cid: str, name: str, attempt: int, log_path: Path, term: Path) -> None:
+        self.id = cid
+        self.name = name
+        self.attempt = attempt
+        self.log_path = log_path
+        self.termination_log = term
+
+    def __repr__(self) -> str:
+        return f"Container({self.name}/{self.attempt}, {self.id[:12]})"
+
+
+class Pod:
+    """One pod: its sandbox config, cgroup, directories and containers."""
+
+    def __init__(
+        self,
+        node: Node,
+        name: str,
+        resources: list[Resources],
+        *,
+        namespace: str = "default",
+        namespaces: cri.NamespaceOption = HOST_NAMESPACES,
+        annotations: dict[str, str] | None = None,
+        privileged: bool = False,
+    ) -> None:
+        self.node = node
+        self.privileged = privileged  # a privileged container in it (kubelet: sandbox too)
+        self.name = name
+        self.namespace = namespace
+        self.uid = str(uuid.uuid4())
+        self.namespaces = namespaces
+        self.annotations = {"kubernetes.io/config.source": "api", **(annotations or {})}
+        self.qos = _pod_qos(resources)
+        qos_dir = "" if self.qos == "guaranteed" else f"/{self.qos}"
+        self.cgroup_parent = f"{node.cgroup_root}/kubepods{qos_dir}/pod{self.uid}"
+        self.resources = resources
+        self.dir = node.root_dir / "pods" / self.uid
+        self.log_dir = node.log_dir / f"{namespace}_{name}_{self.uid}"
+        self.token_dir = (
+            self.dir / "volumes" / "kubernetes.io~projected" / f"kube-api-access-{_rand(5)}"
+        )
+        self.token = f"token-{self.uid}"
+        self.sandbox_id = ""
+        self.sandbox_config: cri.PodSandboxConfig | None = None
+        self.containers: list[Container] = []
+        self._cgroup_made = False
+        self._token_mounted = False
+
+    def __repr__(self) -> str:
+        return f"Pod({self.name}, {self.uid})"
+
+    # -- the sandbox
+    def labels(self) -> dict[str, str]:
+        return {
+            "io.kubernetes.pod.name": self.name,
+            "io.kubernetes.pod.namespace": self.namespace,
+            "io.kubernetes.pod.uid": self.uid,
+        }
+
+    def config(self) -> cri.PodSandboxConfig:
+        # no hostname and no DNS config for a host-network pod: containerd copies the node's
+        return cri.PodSandboxConfig(
+            metadata=cri.PodSandboxMetadata(
+                name=self.name, uid=self.uid, namespace=self.namespace, attempt=0
+            ),
+            log_directory=str(self.log_dir),
+            labels=self.labels(),
+            annotations=self.annotations,
+            linux=cri.LinuxPodSandboxConfig(
+                cgroup_parent=self.cgroup_parent,
+                security_context=cri.LinuxSandboxSecurityContext(
+                    namespace_options=self.namespaces, privileged=self.privileged
+                ),
+            ),
+        )
+
+    def run(self) -> str:
+        """The kubelet's pod start: the pod cgroup, directories and volumes, then
+        ``RunPodSandbox``."""
+        make_cgroup(self.cgroup_parent)
+        self._cgroup_made = True
+        self._set_pod_limits()
+        self.log_dir.mkdir(parents=True)
+        (self.dir / "containers").mkdir(parents=True)
+        hosts = Path("/etc/hosts").read_text() if os.path.exists("/etc/hosts") else ""
+        (self.dir / "etc-hosts").write_text(
+            "# Kubernetes-managed hosts file (host network).\n" + hosts
+        )
+        self._project_token()
+        self.sandbox_config = self.config()
+        resp = self.node.runtime.RunPodSandbox(
+            cri.RunPodSandboxRequest(config=self.sandbox_config, runtime_handler=self.node.handler),
+            timeout=CALL_TIMEOUT,
+        )
+        self.sandbox_id = resp.pod_sandbox_id
+        return self.sandbox_id
+
+    def _set_pod_limits(self) -> None:
+        """The pod cgroup's values, as the kubelet's pod container manager sets them."""
+        shares = sum(r.cpu_shares() if r.cpu_request else 0 for r in self.resources)
+        write_cgroup(self.cgroup_parent, "cpu", "cpu.shares", max(shares, 2))
+        if all(r.cpu_limit for r in self.resources):
+            write_cgroup(self.cgroup_parent, "cpu", "cpu.cfs_period_us", 100_000)
+            quota = sum(r.cpu_limit * 100_000 // 1000 for r in self.resources)
+            write_cgroup(self.cgroup_parent, "cpu", "cpu.cfs_quota_us", quota)
+        if all(r.memory_limit for r in self.resources):
+            limit = sum(r.memory_limit for r in self.resources)
+            write_cgroup(self.cgroup_parent, "memory", "memory.limit_in_bytes", limit)
+
+    def _project_token(self) -> None:
+        """The service-account token volume: a tmpfs written by the kubelet's atomic writer."""
+        d = self.token_dir
+        d.mkdir(parents=True)
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", str(d)],
+            check=True, capture_output=True, timeout=30,
+        )  # fmt: skip
+        self._token_mounted = True
+        stamp = time.strftime("..%Y_%m_%d_%H_%M_%S.", time.gmtime()) + str(os.getpid())
+        (d / stamp).mkdir(mode=0o755)
+        for name, value in (
+            ("token", self.token),
+            ("ca.crt", "-----BEGIN CERTIFICATE-----\ntest\n-----END CERTIFICATE-----\n"),
+            ("namespace", self.namespace),
+        ):
+            (d / stamp / name).write_text(value)
+            (d / stamp / name).chmod(0o644)
+        (d / "..data").symlink_to(stamp)
+        for name in ("token", "ca.crt", "namespace"):
+            (d / name).symlink_to(f"..data/{name}")
+
+    # -- containers
+    def container_config(
+        self,
+        name: str,
+        command: list[str],
+        *,
+        attempt: int = 0,
+        resources: Resources | None = None,
+        volumes: list[cri.Mount] | None = None,
+        annotations: dict[str, str] | None = None,
+        env: dict[str, str] | None = None,
+        init: bool = False,
+        privileged: bool = False,
+    ) -> tuple[cri.ContainerConfig, Path]:
+        """The kubelet's ContainerConfig for one container of this pod (and the termination-log
+        file it made for it): ``volumes``, the token volume (admission appends it to the
+        volume mounts), ``/etc/hosts`` and ``/dev/termination-log``, in the kubelet's order."""
+        res = resources or Resources()
+        term = self.dir / "containers" / name / _rand(8)
+        term.parent.mkdir(parents=True, exist_ok=True)
+        term.touch(mode=0o666)
+        mounts = [
+            *(volumes or []),
+            cri.Mount(
+                container_path=SERVICE_ACCOUNT_DIR, host_path=str(self.token_dir), readonly=True
+            ),
+            cri.Mount(container_path="/etc/hosts", host_path=str(self.dir / "etc-hosts")),
+            cri.Mount(container_path=TERMINATION_LOG, host_path=str(term)),
+        ]
+        config = cri.ContainerConfig(
+            metadata=cri.ContainerMetadata(name=name, attempt=attempt),
+            image=cri.ImageSpec(image=self.node.image_id(TOOLS_IMAGE)),
+            command=command,
+            envs=[cri.KeyValue(key=k, value=v) for k, v in {**SERVICE_ENV, **(env or {})}.items()],
+            mounts=mounts,
+            labels={**self.labels(), "io.kubernetes.container.name": name},
+            annotations={
+                "io.kubernetes.container.restartCount": str(attempt),
+                "io.kubernetes.container.terminationMessagePath": TERMINATION_LOG,
+                "io.kubernetes.container.terminationMessagePolicy": "File",
+                "io.kubernetes.pod.terminationGracePeriod": "30",
+                "io.kubernetes.container.type": "init" if init else "container",
+                **(annotations or {}),
+            },
+            log_path=f"{name}/{attempt}.log",
+            linux=cri.LinuxContainerConfig(
+                resources=res.linux(self.qos),
+                security_context=cri.LinuxContainerSecurityContext(
+                    namespace_options=self.namespaces,
+                    privileged=privileged,
+                    masked_paths=MASKED_PATHS,
+                    readonly_paths=READONLY_PATHS,
+                ),
+            ),
+        )
+        return config, term
+
+    def create(self, name: str, command: list[str], **kw: object) -> Container:
+        """``CreateContainer`` (the kubelet always passes the sandbox config along)."""
+        config, term = self.container_config(name, command, **kw)  # type: ignore[arg-type]
+        resp = self.node.runtime.CreateContainer(
+            cri.CreateContainerRequest(
+                pod_sandbox_id=self.sandbox_id, config=config, sandbox_config=self.sandbox_config
+            ),
+            timeout=CALL_TIMEOUT,
+        )
+        c = Container(
+            resp.container_id, name, config.metadata.attempt, self.log_dir / config.log_path, term
+        )
+        self.containers.append(c)
+        return c
+
+    def start(self, container: Container) -> None:
+        self.node.runtime.StartContainer(
+            cri.StartContainerRequest(container_id=container.id), timeout=CALL_TIMEOUT
+        )
+
+    def run_container(self, name: str, command: list[str], **kw: object) -> Container:
+        c = self.create(name, command, **kw)
+        self.start(c)
+        return c
+
+    def status(self, container: Container) -> cri.ContainerStatus:
+        return self.node.runtime.ContainerStatus(
+            cri.ContainerStatusRequest(container_id=container.id), timeout=CALL_TIMEOUT
+        ).status
+
+    def wait_exited(self, container: Container, timeout: float = 60) -> cri.ContainerStatus:
+        wait(
+            lambda: self.status(container).state == cri.CONTAINER_EXITED,
+            timeout,
+            f"{container} to exit",
+        )
+        return self.status(container)
+
+    def log(self, container: Container) -> list[tuple[str, str, str]]:
+        """(stream, tag, text) of each line of the container's CRI log; a line in another
+        format fails the test."""
+        if not container.log_path.exists():
+            return []
+        out = []
+        for line in container.log_path.read_text().splitlines():
+            m = LOG_LINE.match(line)
+            assert m, f"not a CRI log line: {line!r}"
+            out.append((m["stream"], m["tag"], m["text"]))
+        return out
+
+    def wait_log(
+        self, container: Container, *texts: str, timeout: float = 60
+    ) -> list[tuple[str, str, str]]:
+        """Wait until each of ``texts`` is a line of the container's log (containerd copies
+        stdout and stderr on their own, a little after the program wrote them); the log."""
+        wait(
+            lambda: set(texts) <= {t for _, _, t in self.log(container)},
+            timeout,
+            f"{texts} in the log of {container}",
+        )
+        return self.log(container)
+
+    def stop(self, container: Container, grace: int) -> None:
+        self.node.runtime.StopContainer(
+            cri.StopContainerRequest(container_id=container.id, timeout=grace),
+            timeout=CALL_TIMEOUT + grace,
+        )
+
+    def remove(self, container: Container) -> None:
+        self.node.runtime.RemoveContainer(
+            cri.RemoveContainerRequest(container_id=container.id), timeout=CALL_TIMEOUT
+        )
+        self.containers.remove(container)
+
+    # -- deletion
+    def delete(self, grace: int = 2) -> list[str]:
+        """The kubelet's pod deletion, each step tried even when one before failed: stop the
+        containers (grace period), stop the sandbox, remove containers and sandbox, remove the
+        pod cgroup and the pod's directories. Returns what failed."""
+        problems: list[str] = []
+        rt = self.node.runtime
+
+        def step(what: str, call: Callable[..., object], *args: object, **kw: object) -> None:
+            try:
+                call(*args, **kw)
+            except grpc.RpcError as e:
+                problems.append(f"{what}: {e}")
+            except (OSError, subprocess.SubprocessError) as e:
+                problems.append(f"{what}: {e}")
+
+        if self.sandbox_id:
+            for c in self.containers:
+                step(f"StopContainer {c}", self.stop, c, grace)
+            step(
+                "StopPodSandbox",
+                rt.StopPodSandbox,
+                cri.StopPodSandboxRequest(pod_sandbox_id=self.sandbox_id),
+                timeout=CALL_TIMEOUT,
+            )
+            for c in list(self.containers):
+                step(f"RemoveContainer {c}", self.remove, c)
+            step(
+                "RemovePodSandbox",
+                rt.RemovePodSandbox,
+                cri.RemovePodSandboxRequest(pod_sandbox_id=self.sandbox_id),
+                timeout=CALL_TIMEOUT,
+            )
+        if self._cgroup_made:
+            left = remove_cgroup(self.cgroup_parent)
+            if left:
+                # leave nothing behind even then: kill what is in the pod cgroup and retry
+                problems += left
+                harness.kill_pids(cgroup_procs(self.cgroup_parent))
+                harness.remove_cgroup(self.cgroup_parent)
+            self._cgroup_made = False
+        if self._token_mounted:
+            step("umount token volume", _umount, self.token_dir)
+            self._token_mounted = False
+        shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.log_dir, ignore_errors=True)
+        if self in self.node.pods:
+            self.node.pods.remove(self)
+        return problems
+
+
+def _pod_qos(resources: list[Resources]) -> str:
+    classes = {r.qos() for r in resources}
+    if classes == {"guaranteed"}:
+        return "guaranteed"
+    if classes == {"besteffort"}:
+        return "besteffort"
+    return "burstable"
+
+
+def _rand(n: int) -> str:
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"  # the API server's random-name alphabet
+    return "".join(secrets.choice(alphabet) for _ in range(n))
+
+
+def _umount(path: Path) -> None:
+    subprocess.run(["umount", str(path)], check=True, capture_output=True, timeout=30)
