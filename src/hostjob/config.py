@@ -294,6 +294,10 @@ def to_job_config(spec: wire.Spec, bundle: str, container_id: str) -> JobConfig:
 
         mapped = from_windows(windows.resources, os.cpu_count() or 1, writable_layer_device(rootfs))
         resources = merge_resources(resources, mapped)
+    if resources is not None and resources.unified:
+        from hostjob.cgroups.resources import check_unified
+
+        check_unified(resources.unified)
     return JobConfig(
         oci_version=spec.oci_version or wire.OCI_VERSION,
         bundle=bundle,

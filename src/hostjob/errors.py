@@ -17,7 +17,8 @@ turns any ``HostjobError`` into that line on stderr, a logrus-style record in
     ├── HookError              a lifecycle hook failed or timed out
     ├── MountError             the sandbox mount point or a volume could not be set up
     ├── CgroupError            cgroupfs refused something
-    │   └── MissingController  a limit needs a controller the host lacks
+    │   ├── MissingController  a limit needs a controller the host lacks
+    │   └── CgroupExists       the job's cgroup exists already (hostjob never adopts one)
     ├── NotSupported           checkpoint/restore and friends
     ├── PermissionDenied       hostjob needs root for this
     └── ImageError             the image path (``hostjob run IMAGE``, pull, unpack)
@@ -120,6 +121,23 @@ class MissingController(CgroupError):
             f" but {needed_for} needs it"
         )
         self.controller = controller
+
+
+class CgroupExists(CgroupError):
+    """A job's cgroup must be made by hostjob for that job: one that exists already
+    (made by someone else, or holding someone else's processes) is never adopted."""
+
+    def __init__(self, path: str, where: str = "", pids: list[int] | None = None) -> None:
+        if pids:
+            shown = ", ".join(map(str, pids[:5])) + (", ..." if len(pids) > 5 else "")
+            what = f"already holds processes ({shown})"
+        else:
+            what = "already exists" + (f" ({where})" if where else "")
+        super().__init__(
+            f"cgroup {path} {what} and was not created by hostjob for this container:"
+            " a job container needs a cgroup of its own"
+        )
+        self.path = path
 
 
 class NotSupported(HostjobError):

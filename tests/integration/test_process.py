@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import pwd
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import Hostjob, base_config, new_id
+from tests.helpers import Hostjob, base_config, hostjob_env, new_id
 
 
 def run_output(hj: Hostjob, bundle, config: dict, name: str = "bundle") -> str:  # type: ignore[no-untyped-def]
@@ -230,6 +231,43 @@ def test_rlimit_above_hard_limit_fails_create(hj: Hostjob, bundle) -> None:
         {"type": "RLIMIT_NOFILE", "soft": 2**40, "hard": 2**40 + max(hard, 1)}
     ]
     assert "RLIMIT_NOFILE" in hj.fail("create", "-b", str(bundle(config)), new_id())
+
+
+@pytest.mark.parametrize(
+    ("setting", "dropped", "message"),
+    [
+        (
+            {"oomScoreAdj": -1000},
+            "sys_resource",
+            "cannot write /proc/self/oom_score_adj (oomScoreAdj -1000): Permission denied",
+        ),
+        ({"user": {"uid": 1234, "gid": 1234}}, "setuid", "cannot set uid 1234: Operation not"),
+    ],
+    ids=["oom_score_adj", "setuid"],
+)
+def test_setup_errors_name_the_file_or_setting(
+    hj: Hostjob,
+    bundle,
+    setting: dict,
+    dropped: str,
+    message: str,  # type: ignore[type-arg]
+) -> None:
+    """Issue 10: a failed step of the child's set-up names the file or setting (as runc
+    does), not a bare `[Errno 13] Permission denied`. hostjob runs here without the
+    capability the step needs (dropped from its bounding set by setpriv)."""
+    config = base_config("true")
+    config["process"].update(setting)
+    cid = new_id()
+    argv = [
+        "setpriv",
+        f"--bounding-set=-{dropped}",
+        *hj.argv("create", "-b", str(bundle(config)), cid),
+    ]
+    result = subprocess.run(argv, capture_output=True, text=True, env=hostjob_env(), timeout=60)
+    assert result.returncode == 1, result
+    assert message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (hj.root / cid).exists()
 
 
 def test_capabilities_applied(hj: Hostjob, bundle) -> None:

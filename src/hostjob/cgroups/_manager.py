@@ -204,8 +204,10 @@ class Manager:
 
     # --- per version ---------------------------------------------------------------------
 
-    def create(self, resources: Resources | None = None) -> None:
-        """mkdir the cgroup in every hierarchy and apply ``resources``; idempotent.
+    def create(self, resources: Resources | None = None, *, exclusive: bool = False) -> None:
+        """mkdir the cgroup in every hierarchy and apply ``resources``; idempotent
+        unless ``exclusive``: then the cgroup must be new in every hierarchy, and one
+        that exists raises ``CgroupExists`` (never adopted, written or removed).
 
         A limit whose controller the host lacks raises ``MissingController`` before
         anything is created; a directory made by a call that then fails is removed.
@@ -271,6 +273,10 @@ class Manager:
             collect_pids(d.path, seen)
         seen.discard(0)
         return sorted(seen)
+
+    def dirs(self) -> list[str]:
+        """The cgroup's directory in each hierarchy (whether it exists or not)."""
+        return [d.path for d in self._dirs]
 
     def exists(self) -> bool:
         return any(os.path.isdir(d.path) for d in self._dirs)

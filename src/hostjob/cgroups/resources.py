@@ -156,16 +156,41 @@ def validate(res: Resources, version: int) -> None:
                     f"{_R}.hugepageLimits[{i}].pageSize",
                 )
     if res.unified:
+        check_unified(res.unified)
         if version == 1:
             raise ConfigError(
                 "cgroup v2 files cannot be set on this cgroup v1 host", f"{_R}.unified"
             )
-        for key in res.unified:
-            if "/" in key or key in ("", ".", "..") or ".." in key or "." not in key:
-                raise ConfigError(
-                    f"{key!r} is not a cgroup file name (CONTROLLER.PARAMETER)",
-                    f"{_R}.unified",
-                )
+
+
+_CONTROLLER_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def check_unified(unified: dict[str, str]) -> None:
+    """``linux.resources.unified`` names controller files only (``memory.high``): never
+    ``cgroup.*``, the cgroup's own interface (``cgroup.procs`` would pull any process
+    into the job, ``cgroup.subtree_control`` reshape it), and never a path."""
+    for key in unified:
+        controller, dot, parameter = key.partition(".")
+        if (
+            not dot
+            or not parameter
+            or not controller
+            or not _CONTROLLER_CHARS.issuperset(controller)
+            or "/" in parameter
+            or ".." in parameter
+            or "\0" in parameter
+        ):
+            raise ConfigError(
+                f"{key!r} is not a cgroup file name (CONTROLLER.PARAMETER)",
+                f"{_R}.unified",
+            )
+        if controller == "cgroup":
+            raise ConfigError(
+                f"{key!r} is a cgroup core file, not a controller setting: unified takes"
+                " controller files only",
+                f"{_R}.unified",
+            )
 
 
 def requirements(res: Resources, version: int) -> list[tuple[str, str]]:
@@ -223,10 +248,9 @@ def requirements(res: Resources, version: int) -> list[tuple[str, str]]:
     if res.hugepage_limits:
         need.append(("hugetlb", f"{_R}.hugepageLimits"))
     if res.unified and version == 2:
+        # Each file's controller must be enabled in the job's cgroup.
         for key in res.unified:
-            controller = key.partition(".")[0]
-            if controller != "cgroup":
-                need.append((controller, f"{_R}.unified.{key}"))
+            need.append((key.partition(".")[0], f"{_R}.unified.{key}"))
     return need
 
 

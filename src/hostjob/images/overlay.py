@@ -193,23 +193,29 @@ def _mount_shortnames(
 
 def unmount(target: str) -> None:
     """Unmount ``target`` if it is mounted; a busy mount is detached lazily."""
+    from hostjob import fsutil
+
+    # Its parent reached without following a symlink, itself never followed.
     target = os.path.abspath(target)
-    while is_mountpoint(target):
+    target = os.path.join(fsutil.canonical(os.path.dirname(target)), os.path.basename(target))
+    for _ in range(16):  # stacked mounts
         try:
-            linux.umount2(target, linux.UMOUNT_NOFOLLOW)
+            if not fsutil.unmount(target, 0):
+                return
         except OSError as err:
             if err.errno == errno.EBUSY:
-                linux.umount2(target, linux.MNT_DETACH | linux.UMOUNT_NOFOLLOW)
-            elif err.errno == errno.EINVAL:
-                return  # not a mount point after all
+                fsutil.unmount(target, linux.MNT_DETACH)
+            elif err.errno in (errno.EINVAL, errno.ELOOP, errno.ENOTDIR):
+                return  # not a mount point after all, or not one reached without symlinks
             else:
                 raise MountError(f"cannot unmount {target}: {err.strerror}") from None
 
 
 def _rmtree(path: str, ignore_errors: bool = False) -> None:
-    import shutil  # lazily: shutil costs milliseconds a runtime ``delete`` need not pay
+    # fd-relative, never across a mount: the upper dir holds what the container wrote.
+    from hostjob import fsutil
 
-    shutil.rmtree(path, ignore_errors=ignore_errors)
+    fsutil.remove_tree(path, ignore_errors=ignore_errors)
 
 
 class ContainerRootfs:

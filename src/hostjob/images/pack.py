@@ -556,9 +556,9 @@ def pack(
         if base_image is not None:
             base_image.close()
         if workdir_tmp is not None:
-            import shutil
+            from hostjob import fsutil
 
-            shutil.rmtree(workdir_tmp, ignore_errors=True)
+            fsutil.remove_tree(workdir_tmp, ignore_errors=True)
     return {
         "reference": str(target),
         "digest": manifest_digest,

@@ -33,12 +33,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import stat
 import tempfile
 import time
 
-from hostjob import faults
+from hostjob import faults, fsutil
 from hostjob.errors import (
     DigestMismatch,
     ImageError,
@@ -372,7 +371,7 @@ class Store:
             if self.has_layer(diff_id):
                 return False
             if os.path.lexists(dest):  # a leftover without layer.json: not a layer
-                shutil.rmtree(dest)
+                fsutil.remove_tree(dest)
             # A killed unpack's temp dir (``unpack_to`` names it after the layer).
             _remove_stale(os.path.dirname(dest), f".tmp-{encoded}-")
 
@@ -1041,13 +1040,7 @@ def _tree_size(path: str) -> int:
 
 
 def _remove_path(path: str) -> None:
-    try:
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        else:
-            os.unlink(path)
-    except FileNotFoundError:
-        pass
+    fsutil.remove_tree(path)  # a file, a symlink or a whole tree; a missing one is fine
 
 
 def walk_blobs(store: Store) -> Iterator[str]:

@@ -364,10 +364,10 @@ class _Extractor:
         except FileNotFoundError:
             return
         if stat.S_ISDIR(st.st_mode):
-            import shutil
+            from hostjob import fsutil
 
             self.forget(parts)
-            shutil.rmtree(name, dir_fd=parent_fd)
+            fsutil.remove_entry(parent_fd, name)
         else:
             os.unlink(name, dir_fd=parent_fd)
 
@@ -682,8 +682,9 @@ def unpack_to(
     ``write_meta(tmpdir, stats)`` may add files next to ``diff`` before the rename.
     ``dest`` must not exist. Any failure removes the temp dir and raises.
     """
-    import shutil
     import tempfile
+
+    from hostjob import fsutil
 
     parent, name = os.path.split(dest.rstrip("/"))
     # Named after ``dest`` in full: the store removes a killed unpack's leftover by it.
@@ -706,6 +707,6 @@ def unpack_to(
         os.chmod(tmp, 0o755)
         os.rename(tmp, dest)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        fsutil.remove_tree(tmp, ignore_errors=True)
         raise
     return stats

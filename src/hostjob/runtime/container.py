@@ -16,6 +16,7 @@ import time
 
 from hostjob import cgroups, faults, log
 from hostjob.errors import (
+    CgroupExists,
     ContainerNotFound,
     ContainerNotRunning,
     HookError,
@@ -154,6 +155,15 @@ class Container:
     def cgroup(self) -> cgroups.Manager:
         return cgroups.open_manager(self.config.cgroups_path)
 
+    def owns_cgroup(self) -> bool:
+        """Whether hostjob made the job's cgroup for this container (the only cgroup
+        it ever signals, freezes, writes or removes)."""
+        record = self.record
+        if record is None:
+            return False
+        # A record from before this was kept owns its cgroup, as it was made then.
+        return record.cgroup is None or record.cgroup == record.config.cgroups_path
+
     @property
     def status(self) -> str:
         record = self.record
@@ -247,7 +257,7 @@ class Container:
             raise HostjobError("cannot allocate a tty without --console-socket")
         lock = store.create(container_id)  # first: a taken ID is "already exists"
         try:
-            _refuse_busy_cgroup(job.cgroups_path)
+            _refuse_existing_cgroup(job.cgroups_path)
         except BaseException:
             store.remove(container_id)  # nothing else was made
             lock.release()
@@ -261,6 +271,9 @@ class Container:
             owner="",
             config=job,
             undo=[],
+            # Recorded before the mkdir, as undo entries are; a mkdir that finds the
+            # cgroup there already clears it again (see below).
+            cgroup=job.cgroups_path,
         )
         container = cls(store, container_id, record)
         child = None
@@ -269,7 +282,13 @@ class Container:
             store.write(record)
             faults.point("create:after-state-dir")
             manager = cgroups.open_manager(job.cgroups_path)
-            manager.create(job.resources())
+            try:
+                manager.create(job.resources(), exclusive=True)
+            except CgroupExists:
+                # Made by someone else since the check above: never ours to touch.
+                record.cgroup = ""
+                store.write(record)
+                raise
             faults.point("create:after-cgroup")
             container._prepare_rootfs(options)
             faults.point("create:after-mount")
@@ -404,8 +423,8 @@ class Container:
         """Signal the init, or with ``all_processes`` every process of the job."""
         current = self.status
         if all_processes:
-            if self.record is None:
-                return
+            if not self.owns_cgroup():
+                return  # never a cgroup hostjob did not make for this container
             manager = self.cgroup()
             if current == Status.STOPPED and not manager.exists():
                 return  # nothing left to signal: runc's kill --all succeeds here
@@ -436,19 +455,20 @@ class Container:
             self.store.remove(self.id)
             return
         job = record.config
-        manager = cgroups.open_manager(job.cgroups_path)
         if record.pid:
             proc.signal_process(record.pid, record.start_time, sig.SIGKILL)
-        if grace > 0:
-            manager.terminate(grace)  # the job outlived its init: TERM, then KILL
-        faults.point("delete:after-kill")
-        manager.destroy()
-        top = cgroups.CGROUP_PARENT
-        if job.cgroups_path.endswith(".scope"):
-            # A --systemd-cgroup path mapped onto cgroupfs: without systemd, its slices
-            # exist because hostjob made them.
-            top = "/" + job.cgroups_path.strip("/").split("/")[0]
-        manager.remove_empty_parents(top)
+        if self.owns_cgroup():
+            manager = cgroups.open_manager(job.cgroups_path)
+            if grace > 0:
+                manager.terminate(grace)  # the job outlived its init: TERM, then KILL
+            faults.point("delete:after-kill")
+            manager.destroy()
+            top = cgroups.CGROUP_PARENT
+            if job.cgroups_path.endswith(".scope"):
+                # A --systemd-cgroup path mapped onto cgroupfs: without systemd, its
+                # slices exist because hostjob made them.
+                top = "/" + job.cgroups_path.strip("/").split("/")[0]
+            manager.remove_empty_parents(top)
         faults.point("delete:after-cgroup")
         entries = record.undo
         if job.mount_mode == "bind" and entries:
@@ -482,7 +502,8 @@ class Container:
     def _used_by_others(self, path: str) -> bool:
         """Whether another bind-mode container mounts at or below ``path`` (a mount
         point or volume destination two containers share must outlive the first)."""
-        prefix = path.rstrip("/") + "/"
+        from hostjob import fsutil
+
         for other in Container.load_all(root=self.store.root):
             if other.id == self.id or other.record is None:
                 continue
@@ -490,8 +511,12 @@ class Container:
             if job.mount_mode != "bind":
                 continue
             for target in (job.mount_point, *(v.destination for v in job.volumes)):
-                if target == path or target.startswith(prefix):
-                    return True
+                # Undo entries are canonical (symlinks resolved); so is the comparison.
+                try:
+                    if fsutil.under(fsutil.canonical(target), path):
+                        return True
+                except OSError:
+                    return True  # cannot tell: keep it (an empty directory at worst)
         return False
 
     # --- the job: pause, resume, ps, update, stats ----------------------------------------
@@ -512,7 +537,7 @@ class Container:
 
     def pids(self) -> list[int]:
         """Every process of the job (the init, its children, execs, daemons)."""
-        if self.record is None:
+        if not self.owns_cgroup():
             return []
         return self.cgroup().pids()
 
@@ -545,20 +570,20 @@ class Container:
         return exec_process(self, process, options or ExecOptions())
 
 
-def _refuse_busy_cgroup(path: str) -> None:
+def _refuse_existing_cgroup(path: str) -> None:
     """A job owns its cgroup: teardown (a failed create, delete, kill --all) kills every
-    process in it. A cgroupsPath naming a cgroup that already holds processes (a
-    typo'd ``/system.slice``) would take the host's down with it, so it is refused
-    before anything is made, as runc refuses a non-empty cgroup."""
-    pids = cgroups.open_manager(path).pids()
-    if pids:
-        from hostjob.errors import CgroupError
-
-        shown = ", ".join(map(str, pids[:5])) + (", ..." if len(pids) > 5 else "")
-        raise CgroupError(
-            f"cgroup {path} already holds processes ({shown}): a job container needs a"
-            " cgroup of its own"
-        )
+    process in it and removes it. So the cgroup must be one hostjob makes for this
+    container: a cgroupsPath naming one that exists already, in any hierarchy (a
+    typo'd ``/system.slice``, another job's, an empty one someone prepared), is
+    refused before anything is made. runc adopts an existing empty cgroup; SPEC §10
+    says never."""
+    manager = cgroups.open_manager(path)
+    try:
+        found = [d for d in manager.dirs() if os.path.isdir(d)]
+        if found:
+            raise CgroupExists(path, found[0], manager.pids())
+    finally:
+        manager.close()
 
 
 def _listen_fds() -> int:

@@ -54,7 +54,7 @@ def exec_process(container: Container, process: ProcessConfig, options: ExecOpti
     setup.console = console
     setup.extra_fds = options.preserve_fds
     if job.mount_mode == "bind":
-        setup.enter_namespace = mounts.join_namespace(record.pid)
+        setup.enter_namespace = mounts.join_namespace(record.pid, record.start_time)
     master = -1
     child = None
     try:

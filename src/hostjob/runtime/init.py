@@ -14,6 +14,7 @@ exec; or ``E<message>`` and exit.
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
 import time
@@ -158,27 +159,48 @@ def _child_main(setup: ChildSetup, report_fd: int) -> None:
     # The job first: every later step, and every process the program starts, is in it.
     cgroups.join(setup.procs_files)
 
-    os.setsid()
+    # Every step names what it did when it fails (runc names the file or setting).
+    try:
+        os.setsid()
+    except OSError as err:
+        raise StartError(f"cannot start a new session (setsid): {err.strerror}") from None
     if plan.terminal:
         if setup.console is None:
             raise StartError("terminal is true but no console socket was given")
         from hostjob.runtime import console
 
-        console.setup_in_child(setup.console, plan.console_height, plan.console_width)
+        try:
+            console.setup_in_child(setup.console, plan.console_height, plan.console_width)
+        except OSError as err:
+            where = "" if isinstance(setup.console, int) else f" {setup.console}"
+            raise StartError(
+                f"cannot set up the terminal (console socket{where}): {_reason(err)}"
+            ) from None
     if plan.oom_score_adj is not None:
-        _write_file("/proc/self/oom_score_adj", str(plan.oom_score_adj))
+        _write_setting(
+            "/proc/self/oom_score_adj", str(plan.oom_score_adj), f"oomScoreAdj {plan.oom_score_adj}"
+        )
     for number, soft, hard in plan.rlimits:
         try:
             resource.setrlimit(number, (soft, hard))
         except (OSError, ValueError) as err:
-            raise StartError(f"cannot set rlimit {_rlimit_name(number)}: {err}") from None
+            reason = _reason(err) if isinstance(err, OSError) else str(err)
+            raise StartError(
+                f"cannot set rlimit {_rlimit_name(number)} to soft {_limit(soft)},"
+                f" hard {_limit(hard)}: {reason}"
+            ) from None
     if setup.enter_namespace is not None:
         setup.enter_namespace()
     if plan.create_cwd and not os.path.isdir(plan.cwd):
         _make_cwd(plan.cwd, plan.user.uid, plan.user.gid, plan.mount_point)
     # The fifo's read end, opened while still root (the state directory is 0700);
     # non-blocking, so the open itself does not wait for ``start``.
-    fifo_fd = os.open(setup.fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC) if setup.fifo else -1
+    fifo_fd = -1
+    if setup.fifo:
+        try:
+            fifo_fd = os.open(setup.fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as err:
+            raise StartError(f"cannot open the exec fifo {setup.fifo}: {_reason(err)}") from None
 
     _switch_identity(plan)
     if plan.umask is not None:
@@ -186,7 +208,12 @@ def _child_main(setup: ChildSetup, report_fd: int) -> None:
     if plan.no_new_privileges:
         from hostjob import linux
 
-        linux.set_no_new_privs()
+        try:
+            linux.set_no_new_privs()
+        except OSError as err:
+            raise StartError(
+                f"cannot set noNewPrivileges (prctl PR_SET_NO_NEW_PRIVS): {_reason(err)}"
+            ) from None
     try:
         os.chdir(plan.cwd)
     except OSError as err:
@@ -200,7 +227,12 @@ def _child_main(setup: ChildSetup, report_fd: int) -> None:
             f"LISTEN_PID={os.getpid()}",
         ]
     for fd in range(3, 3 + setup.extra_fds):
-        os.set_inheritable(fd, True)
+        try:
+            os.set_inheritable(fd, True)
+        except OSError as err:
+            raise StartError(
+                f"cannot pass fd {fd} to the process (LISTEN_FDS/--preserve-fds): {_reason(err)}"
+            ) from None
 
     os.write(report_fd, READY)
     if fifo_fd >= 0:
@@ -226,12 +258,24 @@ def _close_fds_except(keep: set[int]) -> None:
                 pass  # the listdir's own fd
 
 
-def _write_file(path: str, value: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+def _write_setting(path: str, value: str, setting: str) -> None:
+    """Write ``value`` to a /proc file; a failure names the file and the setting."""
     try:
-        os.write(fd, value.encode())
-    finally:
-        os.close(fd)
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, value.encode())
+        finally:
+            os.close(fd)
+    except OSError as err:
+        raise StartError(f"cannot write {path} ({setting}): {_reason(err)}") from None
+
+
+def _reason(err: OSError) -> str:
+    return err.strerror or str(err)
+
+
+def _limit(value: int) -> str:
+    return "unlimited" if value == resource.RLIM_INFINITY else str(value)
 
 
 def _make_cwd(path: str, uid: int, gid: int, mount_point: str) -> None:
@@ -239,26 +283,41 @@ def _make_cwd(path: str, uid: int, gid: int, mount_point: str) -> None:
 
     Only inside the image: an existing part of the path that is a symlink leading out
     of the mount point (``w -> /root`` with cwd ``/w/.ssh``) would otherwise have root
-    make a directory on the host that the container's user then owns."""
-    missing = []
-    head = path
-    while head != "/" and not os.path.lexists(head):
-        missing.append(head)
-        head = os.path.dirname(head)
-    if missing and not inside(head, mount_point):
+    make a directory on the host that the container's user then owns. And the
+    container may already run (``exec``) as a user who owns a directory on the way and
+    swaps it for a symlink meanwhile: so each directory is reached from the mount
+    point without following a symlink, made with ``mkdirat`` and given to the user
+    with ``fchown`` on the fd of the directory just made, never by path."""
+    from hostjob import fsutil
+
+    root = os.path.realpath(mount_point)
+    # Symlinks of the existing part that stay inside the image are resolved first.
+    try:
+        target = fsutil.canonical(path)
+    except OSError as err:
+        raise StartError(f"cannot create the working directory {path}: {_reason(err)}") from None
+    if not fsutil.under(target, root):
         raise StartError(
             f"working directory {path} leads outside the container's root through a symlink"
         )
-    for directory in reversed(missing):
-        os.mkdir(directory, 0o700)
-        os.chown(directory, uid, gid)
 
+    def give(fd: int) -> None:
+        os.fchown(fd, uid, gid)
 
-def inside(path: str, root: str) -> bool:
-    """Whether ``path``, symlinks resolved, is ``root`` or lies below it."""
-    real = os.path.realpath(path)
-    scope = os.path.realpath(root)
-    return real == scope or real.startswith(scope.rstrip("/") + "/")
+    try:
+        anchor = fsutil.open_anchor(root)
+        try:
+            fd = fsutil.make_dirs(anchor, fsutil.parts(target[len(root) :]), 0o700, after=give)
+        finally:
+            os.close(anchor)
+        os.close(fd)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise StartError(
+                f"cannot create the working directory {path}: a directory on the way was"
+                " replaced by a symlink or a file (never followed)"
+            ) from None
+        raise StartError(f"cannot create the working directory {path}: {_reason(err)}") from None
 
 
 def _switch_identity(plan: LaunchPlan) -> None:
@@ -268,27 +327,52 @@ def _switch_identity(plan: LaunchPlan) -> None:
         if (user.uid, user.gid) != (os.getuid(), os.getgid()) or sorted(user.groups) != sorted(
             os.getgroups()
         ):
-            os.setgroups(user.groups)
-            os.setgid(user.gid)
-            os.setuid(user.uid)
+            _set_user(user.uid, user.gid, user.groups)
         return  # no capability sets asked: keep what the user switch leaves
     from hostjob import linux
 
     # runc's order: bounding set, keep caps across setuid, switch, then the sets.
     bounding = wanted[0]
-    for cap in range(_last_cap() + 1):
-        if not bounding & (1 << cap):
-            linux.drop_bounding(cap)
-    linux.set_keepcaps(True)
-    os.setgroups(user.groups)
-    os.setgid(user.gid)
-    os.setuid(user.uid)
-    linux.set_keepcaps(False)
-    _bounding, effective, permitted, inheritable, ambient = wanted
-    linux.capset(effective, permitted, inheritable)
-    for cap in range(_last_cap() + 1):
-        if ambient & (1 << cap):
-            linux.raise_ambient(cap)
+    try:
+        for cap in range(_last_cap() + 1):
+            if not bounding & (1 << cap):
+                step = f"drop {_cap_name(cap)} from the bounding set"
+                linux.drop_bounding(cap)
+        step = "keep capabilities across the user switch (prctl PR_SET_KEEPCAPS)"
+        linux.set_keepcaps(True)
+        _set_user(user.uid, user.gid, user.groups)
+        step = "clear PR_SET_KEEPCAPS"
+        linux.set_keepcaps(False)
+        _bounding, effective, permitted, inheritable, ambient = wanted
+        step = (
+            f"set capabilities (capset: effective {effective:#x}, permitted {permitted:#x},"
+            f" inheritable {inheritable:#x})"
+        )
+        linux.capset(effective, permitted, inheritable)
+        for cap in range(_last_cap() + 1):
+            if ambient & (1 << cap):
+                step = f"raise ambient capability {_cap_name(cap)}"
+                linux.raise_ambient(cap)
+    except OSError as err:
+        raise StartError(f"cannot {step}: {_reason(err)}") from None
+
+
+def _set_user(uid: int, gid: int, groups: list[int]) -> None:
+    try:
+        step = f"set the additional groups {groups}"
+        os.setgroups(groups)
+        step = f"set gid {gid}"
+        os.setgid(gid)
+        step = f"set uid {uid}"
+        os.setuid(uid)
+    except OSError as err:
+        raise StartError(f"cannot {step}: {_reason(err)}") from None
+
+
+def _cap_name(cap: int) -> str:
+    from hostjob.runtime.caps import NAMES
+
+    return NAMES[cap] if cap < len(NAMES) else f"capability {cap}"
 
 
 def _last_cap() -> int:

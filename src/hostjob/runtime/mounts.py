@@ -14,14 +14,25 @@ delete).
 
 Every mount and path made on the host is recorded *before* it is made, so that
 ``delete`` (even after a crash) removes exactly what hostjob added.
+
+The rootfs, the writable layer and often a mount point's parents are trees that a
+container's processes (any user, racing the runtime) or other local users can
+write. So every path is recorded in canonical form (``fsutil.canonical``), every
+creation and every undo step walks it from ``/`` one component at a time without
+following a symlink (``hostjob.fsutil``), mounts and unmounts go through the fd
+of the directory so reached (``/proc/self/fd/N``), and a path whose component was
+swapped for a symlink fails (at create) or is left alone with a warning (at
+delete), never followed.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 
-from hostjob.errors import MountError
+from hostjob import fsutil
+from hostjob.errors import MountError, StartError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,8 +65,8 @@ def mount_image(
     store = Store(store_root)
     rw_dir = store.rw_dir(container_id)
     record(REMOVE_TREE, rw_dir)
-    record(REMOVE, os.path.join(store.root, "containers", f"{container_id}.json"))
-    record(UNMOUNT, job.rootfs)
+    record(REMOVE, fsutil.canonical(os.path.join(store.root, "containers", f"{container_id}.json")))
+    record(UNMOUNT, fsutil.canonical(job.rootfs))
     store.mount_container(container_id, image, job.rootfs, rw_dir=rw_dir)
 
 
@@ -75,9 +86,10 @@ def prepare_host(job: JobConfig, record: Callable[[str, str], None]) -> None:
 
         if not job.bind_rootfs:
             # Read-only needs a mount; the rootfs itself is the mount point here.
-            record(UNMOUNT, job.rootfs)
+            record(UNMOUNT, fsutil.canonical(job.rootfs))
             linux.mount(job.rootfs, job.rootfs, None, linux.MS_BIND | linux.MS_REC)
-        remount(job.mount_point, linux.MS_RDONLY)
+        point = job.mount_point
+        _remount_path(_canonical(point, f"mount point {point}"), point, linux.MS_RDONLY)
 
 
 # The per-mount flags a bind remount keeps from the mount it changes. A remount with
@@ -86,16 +98,16 @@ def prepare_host(job: JobConfig, record: Callable[[str, str], None]) -> None:
 _KEPT_FLAGS = ((os.ST_NOSUID, 0x2), (os.ST_NODEV, 0x4), (os.ST_NOEXEC, 0x8))
 
 
-def remount(target: str, flags: int) -> None:
-    """Add per-mount ``flags`` (MS_RDONLY, MS_NOSUID, ...) to the bind mount at
-    ``target``, keeping its nosuid, nodev and noexec."""
+def _remount(fd: int, flags: int) -> None:
+    """Add per-mount ``flags`` (MS_RDONLY, MS_NOSUID, ...) to the bind mount whose root
+    ``fd`` is (reached without symlinks), keeping its nosuid, nodev and noexec."""
     from hostjob import linux
 
-    current = os.statvfs(target).f_flag
+    current = os.fstatvfs(fd).f_flag
     for st_flag, ms_flag in _KEPT_FLAGS:
         if current & st_flag:
             flags |= ms_flag
-    linux.mount(None, target, None, linux.MS_BIND | linux.MS_REMOUNT | flags)
+    linux.mount(None, f"/proc/self/fd/{fd}", None, linux.MS_BIND | linux.MS_REMOUNT | flags)
 
 
 def _bind_rootfs(job: JobConfig, record: Callable[[str, str], None]) -> None:
@@ -109,71 +121,142 @@ def _bind_rootfs(job: JobConfig, record: Callable[[str, str], None]) -> None:
     """
     from hostjob import linux
 
-    target = job.mount_point
-    if os.path.lexists(target):
-        if os.path.islink(target) or not os.path.isdir(target):
-            raise MountError(f"mount point {target} exists and is not a directory")
-        if os.listdir(target):
-            raise MountError(f"mount point {target} is not empty")
-    else:
-        _make_dirs(target, record)
-    record(UNMOUNT, target)
+    asked = job.mount_point
+    target = _canonical(asked, f"mount point {asked}")
+    parent_fd, name = _make_parent(target, f"mount point {asked}", record)
     try:
-        linux.mount(job.rootfs, target, None, linux.MS_BIND | linux.MS_REC)
-        if job.image is not None:
-            remount(target, linux.MS_NOSUID | linux.MS_NODEV)
+        try:
+            st: os.stat_result | None = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if st is None:
+            record(REMOVE, target)
+            os.mkdir(name, 0o755, dir_fd=parent_fd)
+        elif not stat.S_ISDIR(st.st_mode):
+            raise MountError(f"mount point {asked} exists and is not a directory")
+        fd = _open_no_symlink(parent_fd, name, f"mount point {asked}")
+        try:
+            if st is not None and os.listdir(fd):
+                raise MountError(f"mount point {asked} is not empty")
+            record(UNMOUNT, target)
+            try:
+                linux.mount(job.rootfs, f"/proc/self/fd/{fd}", None, linux.MS_BIND | linux.MS_REC)
+            except OSError as err:
+                raise MountError(f"cannot bind {job.rootfs} at {asked}: {err.strerror}") from None
+        finally:
+            os.close(fd)
+    finally:
+        os.close(parent_fd)
+    if job.image is not None:
+        _remount_path(target, asked, linux.MS_NOSUID | linux.MS_NODEV)
+
+
+def _remount_path(target: str, asked: str, flags: int) -> None:
+    """``_remount`` of the mount at ``target`` (canonical), reached without symlinks."""
+    try:
+        fd = fsutil.walk_path(target)
     except OSError as err:
-        raise MountError(f"cannot bind {job.rootfs} at {target}: {err.strerror}") from None
+        raise _walk_error(f"mount point {asked}", target, err) from None
+    try:
+        _remount(fd, flags)
+    except OSError as err:
+        raise MountError(f"cannot remount {asked}: {err.strerror}") from None
+    finally:
+        os.close(fd)
 
 
-def _make_dirs(path: str, record: Callable[[str, str], None]) -> None:
-    """mkdir -p, recording each directory made (outermost first)."""
-    missing = []
-    while not os.path.lexists(path):
-        missing.append(path)
-        path = os.path.dirname(path)
-    for directory in reversed(missing):
-        record(REMOVE, directory)
-        os.mkdir(directory, 0o755)
+def _make_parent(path: str, what: str, record: Callable[[str, str], None]) -> tuple[int, str]:
+    """mkdir -p the parent of ``path`` (canonical), fd-relative from ``/``, recording
+    each directory before it is made; returns the parent's fd and the last name."""
+    names = fsutil.parts(path)
+    if not names:
+        raise MountError(f"{what}: / cannot be used")
+    parents = names[:-1]
+
+    def made(i: int) -> None:
+        record(REMOVE, "/" + "/".join(parents[: i + 1]))
+
+    root = fsutil.open_anchor("/")
+    try:
+        return fsutil.make_dirs(root, parents, 0o755, before=made), names[-1]
+    except OSError as err:
+        raise _walk_error(what, os.path.dirname(path), err) from None
+    finally:
+        os.close(root)
 
 
-def _inside(path: str, root: str) -> bool:
-    real = os.path.realpath(path)
-    scope = os.path.realpath(root)
-    return real == scope or real.startswith(scope.rstrip("/") + "/")
+def _open_no_symlink(parent_fd: int, name: str, what: str) -> int:
+    try:
+        return os.open(name, fsutil.DIR_FLAGS, dir_fd=parent_fd)
+    except OSError as err:
+        raise _walk_error(what, name, err) from None
+
+
+def _canonical(path: str, what: str) -> str:
+    try:
+        return fsutil.canonical(path)
+    except OSError as err:
+        raise MountError(f"{what}: {err.strerror} (a symlink on its path keeps changing)") from None
+
+
+def _walk_error(what: str, path: str, err: OSError) -> MountError:
+    if err.errno in (errno.ELOOP, errno.ENOTDIR):
+        return MountError(
+            f"{what}: {path} cannot be reached without following a symlink (a directory"
+            " on the way was replaced by a symlink or a file)"
+        )
+    return MountError(f"{what}: {path}: {err.strerror}")
 
 
 def _link_volume(
     rootfs: str, source: str, destination: str, record: Callable[[str, str], None]
 ) -> None:
+    what = f"volume {destination}"
+    real_root = os.path.realpath(rootfs)
     link = os.path.join(rootfs, destination.lstrip("/"))
-    if os.path.islink(link):
-        if os.readlink(link) == source:
-            return
-        raise MountError(f"volume {destination}: {link} is already a link elsewhere")
-    if os.path.lexists(link):
-        if os.path.isdir(link) and not os.listdir(link):
-            record(RESTORE_DIR, link)
-            os.rmdir(link)
-        else:
-            raise MountError(f"volume {destination}: {link} already exists in the rootfs")
-    parent = os.path.dirname(link)
-    existing = parent
-    while not os.path.lexists(existing):
-        existing = os.path.dirname(existing)
-    if not _inside(existing, rootfs):
+    parent = _canonical(os.path.dirname(link), what)
+    if not fsutil.under(parent, real_root):
         # The image's own symlink (var/run -> /run, or a hostile w -> /etc) would put
         # the link, and the directories made for it, on the host outside the rootfs.
+        existing = os.path.dirname(link)
+        while not os.path.lexists(existing):
+            existing = os.path.dirname(existing)
         raise MountError(
-            f"volume {destination}: {os.path.relpath(existing, rootfs)} in the rootfs is a"
+            f"{what}: {os.path.relpath(existing, rootfs)} in the rootfs is a"
             " symlink leading outside it"
         )
-    _make_dirs(parent, record)
-    record(REMOVE, link)
+    name = os.path.basename(link)
+    target = os.path.join(parent, name)
+    parent_fd, _ = _make_parent(target, what, record)
     try:
-        os.symlink(source, link)
-    except OSError as err:
-        raise MountError(f"volume {destination}: cannot link {link}: {err.strerror}") from None
+        try:
+            st: os.stat_result | None = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            if os.readlink(name, dir_fd=parent_fd) == source:
+                return
+            raise MountError(f"{what}: {link} is already a link elsewhere")
+        if st is not None:
+            if not stat.S_ISDIR(st.st_mode) or _has_entries(parent_fd, name, what):
+                raise MountError(f"{what}: {link} already exists in the rootfs")
+            record(RESTORE_DIR, target)
+            os.rmdir(name, dir_fd=parent_fd)
+        record(REMOVE, target)
+        try:
+            os.symlink(source, name, dir_fd=parent_fd)
+        except OSError as err:
+            raise MountError(f"{what}: cannot link {link}: {err.strerror}") from None
+    finally:
+        os.close(parent_fd)
+
+
+def _has_entries(parent_fd: int, name: str, what: str) -> bool:
+    fd = _open_no_symlink(parent_fd, name, what)
+    try:
+        return bool(os.listdir(fd))
+    finally:
+        os.close(fd)
 
 
 def prepare_bind(
@@ -181,20 +264,29 @@ def prepare_bind(
 ) -> None:
     """Before the fork: make sure every bind-mode mount target exists on the host.
 
-    ``adopt`` is told about targets that already exist: one that another container
-    created must be removed by whichever of them is deleted last."""
+    ``adopt`` is told about targets (canonical) that already exist: one that another
+    container created must be removed by whichever of them is deleted last."""
     if not os.path.isdir(job.rootfs):
         raise MountError(f"rootfs {job.rootfs} is not a directory")
-    for target, source in _bind_targets(job):
-        if os.path.lexists(target):
-            adopt(target)
-            continue
-        _make_dirs(os.path.dirname(target), record)
-        record(REMOVE, target)
-        if os.path.isdir(source):
-            os.mkdir(target, 0o755)
-        else:
-            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644))
+    for asked, source in _bind_targets(job):
+        what = f"mount target {asked}"
+        target = _canonical(asked, what)
+        parent_fd, name = _make_parent(target, what, record)
+        try:
+            try:
+                os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+                adopt(target)
+                continue
+            except FileNotFoundError:
+                pass
+            record(REMOVE, target)
+            if os.path.isdir(source):
+                os.mkdir(name, 0o755, dir_fd=parent_fd)
+            else:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                os.close(os.open(name, flags, 0o644, dir_fd=parent_fd))
+        finally:
+            os.close(parent_fd)
 
 
 def _bind_targets(job: JobConfig) -> list[tuple[str, str]]:
@@ -208,42 +300,145 @@ def _bind_targets(job: JobConfig) -> list[tuple[str, str]]:
 
 
 def enter_bind_namespace(job: JobConfig) -> Callable[[], None]:
-    """For the init (in the child, as root): build the private mount namespace."""
+    """For the init (in the child, as root): build the private mount namespace.
+
+    Each target is reached from ``/`` without following a symlink, along the path
+    ``prepare_bind`` made (canonical), and mounted on through its fd: a volume below
+    the mount point lands in the image's own directory, never where an image's
+    symlink (``data -> /etc``) would take it."""
     readonly = {job.mount_point: job.readonly}
     readonly.update({v.destination: v.readonly for v in job.volumes})
-    targets = _bind_targets(job)
+    targets = [
+        (asked, _canonical(asked, f"mount target {asked}"), source, readonly[asked])
+        for asked, source in _bind_targets(job)
+    ]
 
     def enter() -> None:
         from hostjob import linux
 
-        linux.unshare(linux.CLONE_NEWNS)
+        try:
+            linux.unshare(linux.CLONE_NEWNS)
+        except OSError as err:
+            raise MountError(
+                f"cannot make the private mount namespace (unshare CLONE_NEWNS): {err.strerror}"
+            ) from None
         # Host mounts keep arriving; ours never leave.
-        linux.mount(None, "/", None, linux.MS_REC | linux.MS_SLAVE)
-        for target, source in targets:
+        try:
+            linux.mount(None, "/", None, linux.MS_REC | linux.MS_SLAVE)
+        except OSError as err:
+            raise MountError(
+                f"cannot make / rslave in the private mount namespace: {err.strerror}"
+            ) from None
+        for asked, target, source, ro in targets:
+            fd = _open_target(target, asked, source)
             try:
-                linux.mount(source, target, None, linux.MS_BIND | linux.MS_REC)
-                if readonly[target]:
-                    remount(target, linux.MS_RDONLY)
+                linux.mount(source, f"/proc/self/fd/{fd}", None, linux.MS_BIND | linux.MS_REC)
             except OSError as err:
-                raise MountError(f"cannot bind {source} at {target}: {err.strerror}") from None
+                raise MountError(f"cannot bind {source} at {asked}: {err.strerror}") from None
+            finally:
+                os.close(fd)
+            if ro:
+                # The fd above is the directory under the new mount: reach the mount anew.
+                fd = _open_target(target, asked, source)
+                try:
+                    _remount(fd, linux.MS_RDONLY)
+                except OSError as err:
+                    raise MountError(f"cannot make {asked} read-only: {err.strerror}") from None
+                finally:
+                    os.close(fd)
 
     return enter
 
 
-def join_namespace(init_pid: int) -> Callable[[], None]:
-    """For an exec (in the child, as root): join the init's mount namespace."""
-    path = f"/proc/{init_pid}/ns/mnt"
+def _open_target(target: str, asked: str, source: str) -> int:
+    """An O_PATH fd of a mount target (a directory or a file, never a symlink)."""
+    parent, name = os.path.split(target)
+    what = f"cannot bind {source} at {asked}"
+    try:
+        parent_fd = fsutil.walk_path(parent)
+    except OSError as err:
+        raise _walk_error(what, parent, err) from None
+    try:
+        fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
+    except OSError as err:
+        raise MountError(f"{what}: {err.strerror}") from None
+    finally:
+        os.close(parent_fd)
+    if stat.S_ISLNK(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise MountError(f"{what}: {target} is a symlink")
+    return fd
+
+
+# Set to False (tests; or HOSTJOB_PIDFD_SETNS=0 in the environment) to join a bind-mode
+# namespace the way kernels before 5.8 need: /proc/<pid>/ns/mnt, checked after the open.
+PIDFD_SETNS = True
+
+
+def join_namespace(init_pid: int, start_time: int) -> Callable[[], None]:
+    """For an exec (in the child, as root): join the init's mount namespace.
+
+    The init is pinned by a pidfd opened before its start time is checked, then
+    ``setns(pidfd, CLONE_NEWNS)`` (Linux 5.8+) joins exactly that process's
+    namespace, never the one of a process that took its pid later."""
 
     def join() -> None:
         from hostjob import linux
 
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            linux.setns(fd, linux.CLONE_NEWNS)
+            pidfd = os.pidfd_open(init_pid)
+        except ProcessLookupError:
+            raise StartError(
+                "cannot join the container's mount namespace: its init is gone"
+            ) from None
+        try:
+            _check_init(init_pid, start_time)
+            use_pidfd = PIDFD_SETNS and os.environ.get("HOSTJOB_PIDFD_SETNS") != "0"
+            if use_pidfd:
+                try:
+                    linux.setns(pidfd, linux.CLONE_NEWNS)
+                    return
+                except OSError as err:
+                    if err.errno != errno.EINVAL:  # EINVAL: no pidfd support in setns
+                        raise StartError(
+                            f"cannot join the mount namespace of process {init_pid}"
+                            f" (setns on its pidfd): {err.strerror}"
+                        ) from None
+            _join_by_proc(init_pid, start_time)
         finally:
-            os.close(fd)
+            os.close(pidfd)
 
     return join
+
+
+def _join_by_proc(init_pid: int, start_time: int) -> None:
+    from hostjob import linux
+
+    path = f"/proc/{init_pid}/ns/mnt"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as err:
+        raise StartError(f"cannot open {path}: {err.strerror}") from None
+    try:
+        # Checked after the open: the fd is the namespace of the process that had the
+        # pid then; if that is still the init, it is the init's.
+        _check_init(init_pid, start_time)
+        try:
+            linux.setns(fd, linux.CLONE_NEWNS)
+        except OSError as err:
+            raise StartError(f"cannot join the mount namespace {path}: {err.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def _check_init(pid: int, start_time: int) -> None:
+    from hostjob.runtime.proc import is_alive
+
+    if not is_alive(pid, start_time):
+        raise StartError(
+            f"cannot join the container's mount namespace: process {pid} is no longer"
+            " its init (it exited, or the pid was reused)"
+        )
 
 
 def undo(entries: list[list[str]]) -> None:
@@ -252,45 +447,95 @@ def undo(entries: list[list[str]]) -> None:
         if kind == UNMOUNT:
             _unmount_all(path)
         elif kind == REMOVE_TREE:
-            from hostjob.runtime.store import remove_tree
-
-            remove_tree(path)
+            fsutil.remove_tree(path)
         elif kind == RESTORE_DIR:
-            try:
-                os.mkdir(path, 0o755)  # put back the empty directory a volume link replaced
-            except FileExistsError:
-                pass
+            _restore_dir(path)
         else:
             _remove(path)
+
+
+# A bind of the rootfs onto itself may be stacked; at most this many layers come off.
+_MAX_STACKED = 16
 
 
 def _unmount_all(target: str) -> None:
     from hostjob import linux
 
-    # A bind of the rootfs onto itself may be stacked; remove every layer.
-    while _is_mounted(target):
+    for _ in range(_MAX_STACKED):
         try:
-            linux.umount2(target, linux.MNT_DETACH)
+            if not fsutil.unmount(target, linux.MNT_DETACH):
+                return
         except OSError as err:
+            if err.errno in (errno.ELOOP, errno.ENOTDIR):
+                # Not left quietly: the record stays, and delete --force tries again.
+                raise MountError(
+                    f"cannot unmount {target}: a directory on its path was replaced by a"
+                    " symlink or a file, and hostjob never follows it"
+                ) from None
             if err.errno in (errno.EINVAL, errno.ENOENT):
-                break
+                return
             raise MountError(f"cannot unmount {target}: {err.strerror}") from None
+    raise MountError(f"cannot unmount {target}: more than {_MAX_STACKED} mounts stacked there")
+
+
+def _parent_fd(path: str, verb: str) -> tuple[int, str] | None:
+    """The fd of ``path``'s parent, reached from / without symlinks, and its name;
+    None when it is gone, or (with a warning) when a symlink is on the way."""
+    parent, name = os.path.split(path)
+    if not name:
+        return None
+    try:
+        return fsutil.walk_path(parent), name
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR):
+            _leave(path, verb)
+            return None
+        raise MountError(f"cannot open {parent}: {err.strerror}") from None
+
+
+def _leave(path: str, verb: str) -> None:
+    from hostjob import log
+
+    log.warning(
+        f"{path} was not {verb}: a directory on its path is no longer one (a symlink or"
+        " a file took its place), and hostjob never follows it"
+    )
+
+
+def _restore_dir(path: str) -> None:
+    """Put back the empty directory a volume link replaced."""
+    found = _parent_fd(path, "restored")
+    if found is None:
+        return
+    fd, name = found
+    try:
+        os.mkdir(name, 0o755, dir_fd=fd)
+    except FileExistsError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _remove(path: str) -> None:
+    found = _parent_fd(path, "removed")
+    if found is None:
+        return
+    fd, name = found
     try:
-        if os.path.islink(path) or not os.path.isdir(path):
-            os.unlink(path)
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            os.rmdir(name, dir_fd=fd)
         else:
-            os.rmdir(path)
+            os.unlink(name, dir_fd=fd)
     except FileNotFoundError:
         pass
     except OSError as err:
-        if err.errno not in (errno.ENOTEMPTY, errno.EBUSY):  # someone else's files: keep them
+        if err.errno in (errno.ENOTDIR, errno.EISDIR):
+            _leave(path, "removed")  # changed from a directory to a file, or back
+        elif err.errno not in (errno.ENOTEMPTY, errno.EBUSY):
+            # ENOTEMPTY, EBUSY: someone else's files, or a mount: keep them.
             raise MountError(f"cannot remove {path}: {err.strerror}") from None
-
-
-def _is_mounted(path: str) -> bool:
-    from hostjob.mountinfo import mounts_under
-
-    return path in mounts_under(path)
+    finally:
+        os.close(fd)

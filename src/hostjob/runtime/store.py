@@ -15,12 +15,13 @@ import errno
 import fcntl
 import os
 
-from hostjob import jsonio
+from hostjob import fsutil, jsonio
 from hostjob.errors import (
     ConfigError,
     ContainerExists,
     ContainerNotFound,
     InvalidArgument,
+    MountError,
     PermissionDenied,
     StateCorrupt,
 )
@@ -66,6 +67,7 @@ class Record(Model):
     """What hostjob remembers about a container between commands."""
 
     __slots__ = (
+        "cgroup",
         "config",
         "created",
         "id",
@@ -85,6 +87,9 @@ class Record(Model):
     # What hostjob changed on the host, as (kind, path), undone in reverse at delete
     # (see hostjob.runtime.mounts); recorded before each change, so a crash loses none.
     undo: list[list[str]]
+    # The cgroup hostjob made for this container ("" while it has made none): the
+    # only one it ever writes, signals or removes for it. Absent in older records.
+    cgroup: str | None
     FIELDS = (
         ("id", "id", string),
         ("pid", "pid", integer),
@@ -94,6 +99,7 @@ class Record(Model):
         ("owner", "owner", string),
         ("config", "config", _job_config),
         ("undo", "undo", list_of(string_list)),
+        ("cgroup", "cgroup", string),
     )
 
 
@@ -252,70 +258,41 @@ class StateStore:
         return sorted(n for n in names if not n.startswith(".") and _ID_CHARS.issuperset(n))
 
     def remove(self, container_id: str) -> None:
-        """Remove the container's directory and everything hostjob put in it."""
+        """Remove the container's directory and everything hostjob put in it.
+
+        An image container's rootfs mount below it is detached first; the removal
+        itself is fd-relative and never crosses into a mount (``fsutil.remove_tree``):
+        what a container wrote into its rootfs cannot redirect it."""
         path = self.dir(container_id)
-        try:
-            names = os.listdir(path)
-        except FileNotFoundError:
+        if not os.path.lexists(path):
             return
         _unmount_under(path)
-        device = os.lstat(path).st_dev
-        for name in names:
-            try:
-                os.unlink(os.path.join(path, name))
-            except FileNotFoundError:
-                pass
-            except IsADirectoryError:
-                _remove_tree(os.path.join(path, name), device)
-        try:
-            os.rmdir(path)
-        except FileNotFoundError:
-            pass
+        fsutil.remove_tree(path)
 
 
 def _unmount_under(path: str) -> None:
+    """Detach every mount at or below ``path`` (the state root's own directory)."""
     from hostjob.mountinfo import mounts_under
 
-    points = mounts_under(path)
-    if points:
-        from hostjob import linux
+    real = os.path.realpath(path)
+    points = mounts_under(real)
+    if not points:
+        return
+    from hostjob import linux
 
-        for point in reversed(points):
+    # A lazy unmount takes the mounts below with it: only the outermost ones are
+    # unmounted, each reached without following a symlink (the ones below may lie in
+    # a rootfs that a container wrote).
+    outermost = [p for p in points if not any(q != p and fsutil.under(p, q) for q in points)]
+    for point in dict.fromkeys(outermost):
+        for _ in range(16):  # stacked mounts on one point
             try:
-                linux.umount2(point, linux.MNT_DETACH)
+                if not fsutil.unmount(point, linux.MNT_DETACH):
+                    break
             except OSError as err:
-                if err.errno not in (errno.EINVAL, errno.ENOENT):
-                    raise
-
-
-def remove_tree(path: str) -> None:
-    """rm -rf ``path`` without crossing into a mount below it; a missing path is fine."""
-    try:
-        device = os.lstat(path).st_dev
-    except FileNotFoundError:
-        return
-    if os.path.isdir(path) and not os.path.islink(path):
-        _remove_tree(path, device)
-    else:
-        os.unlink(path)
-
-
-def _remove_tree(path: str, device: int) -> None:
-    # Never cross into a mount (a rootfs still mounted under the state directory):
-    # rmdir then fails with EBUSY instead of emptying someone's filesystem.
-    if os.lstat(path).st_dev != device:
-        os.rmdir(path)
-        return
-    for entry in os.scandir(path):
-        if entry.is_dir(follow_symlinks=False):
-            _remove_tree(entry.path, device)
-        else:
-            os.unlink(entry.path)
-    try:
-        os.rmdir(path)
-    except OSError as err:
-        if err.errno != errno.ENOENT:
-            raise
+                if err.errno in (errno.EINVAL, errno.ENOENT):
+                    break
+                raise MountError(f"cannot unmount {point}: {err.strerror}") from None
 
 
 def write_pid_file(path: str, pid: int) -> None:

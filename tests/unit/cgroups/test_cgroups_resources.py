@@ -133,7 +133,7 @@ def test_requirements_name_controller_and_field() -> None:
                 "pids": {"limit": 5},
                 "blockIO": {"weight": 100},
                 "hugepageLimits": [{"pageSize": "2MB", "limit": 0}],
-                "unified": {"misc.max": "x 1", "cgroup.max.depth": "2"},
+                "unified": {"misc.max": "x 1"},
             }
         ),
         2,

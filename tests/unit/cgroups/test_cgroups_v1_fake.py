@@ -406,3 +406,27 @@ def test_create_failure_removes_what_it_made(fake1: FakeCgroup1) -> None:
         manager(fake1).create(res({"cpu": {"shares": 1}}))
     for h in fake1.hierarchies:
         assert not os.path.exists(fake1.path(h, "/hostjob")), h
+
+
+@pytest.mark.parametrize("hierarchy", ["memory", "systemd", "cpu,cpuacct"])
+def test_an_existing_cgroup_in_one_hierarchy_is_never_adopted(
+    fake1: FakeCgroup1, hierarchy: str
+) -> None:
+    """SPEC §10: create(exclusive=True) when the cgroup exists in a single hierarchy (a
+    named one included) raises CgroupExists; the directories this call made in the
+    other hierarchies are removed again, the existing one is left as it was."""
+    from hostjob.errors import CgroupExists
+
+    foreign = fake1.path(hierarchy, PATH)
+    os.makedirs(foreign)
+    fake1.populate(foreign)
+    m = manager(fake1)
+    with pytest.raises(CgroupExists, match=rf"cgroup {PATH} already exists \({foreign}\)"):
+        m.create(res({"pids": {"limit": 3}}), exclusive=True)
+    assert os.path.isdir(foreign)
+    assert [w for w in fake1.writes if w[0].startswith(foreign)] == []
+    for h in fake1.hierarchies:
+        if h != hierarchy:
+            assert not os.path.exists(fake1.path(h, PATH)), h
+    m.create()  # not exclusive: adopted (what hostjob's runtime never asks for)
+    assert all(os.path.isdir(fake1.path(h, PATH)) for h in fake1.hierarchies)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import pytest
 
 import hostjob.cgroups as cg
+import hostjob.errors as cg_errors
 from hostjob.cgroups.resources import cpu_shares_to_weight
 from hostjob.errors import CgroupError, ConfigError, MissingController
 from hostjob.spec.runtime import Resources
@@ -193,9 +194,83 @@ def test_unified_keys(fake2: FakeCgroup2) -> None:
         m.create(res({"unified": {"rdma.max": "mlx4_0 hca_handle=2"}}))
     with pytest.raises(ConfigError, match="not a cgroup file name"):
         m.create(res({"unified": {"../../x.y": "1"}}))
-    m.create(res({"unified": {"pids.max": "7", "cgroup.max.depth": "3"}}))
+    m.create(res({"unified": {"pids.max": "7"}}))
     assert fake2.read(fake2.path(PATH), "pids.max").strip() == "7"
-    assert fake2.read(fake2.path(PATH), "cgroup.max.depth").strip() == "3"
+
+
+@pytest.mark.parametrize(
+    "key", ["cgroup.procs", "cgroup.subtree_control", "cgroup.max.depth", "cgroup.kill"]
+)
+def test_unified_never_takes_cgroup_core_files(fake2: FakeCgroup2, spawn: Spawn, key: str) -> None:
+    """SPEC §10: `unified: {"cgroup.procs": PID}` would pull any process into the job
+    (and have it killed with it); every cgroup.* file is refused, at create and at update,
+    before anything is written."""
+    victim = spawn()
+    value = str(victim.pid)
+    m = manager(fake2)
+    with pytest.raises(ConfigError, match=r"cgroup core file, not a controller setting"):
+        m.create(res({"unified": {key: value}}))
+    assert not os.path.exists(fake2.path(PATH))
+    m.create()
+    before = fake2.read(fake2.path(PATH), "cgroup.procs")
+    with pytest.raises(ConfigError, match=r"cgroup core file, not a controller setting"):
+        m.update(res({"unified": {key: value}, "pids": {"limit": 9}}))
+    assert fake2.read(fake2.path(PATH), "cgroup.procs") == before
+    assert fake2.read(fake2.path(PATH), "pids.max").strip() == "max"  # nothing written
+    assert victim.poll() is None
+
+
+def test_unified_update_needs_the_controller_enabled_in_the_job(fake2: FakeCgroup2) -> None:
+    """A controller file whose controller the job's cgroup lacks is refused at update."""
+    from hostjob.cgroups import _fs
+
+    m = manager(fake2)
+    m.create()
+    parent = _fs.Dir(fake2.path("/hostjob"))
+    parent.write("cgroup.subtree_control", "-pids")
+    parent.close()
+    assert "pids" not in fake2.read(fake2.path(PATH), "cgroup.controllers").split()
+    with pytest.raises(MissingController, match="'pids'"):
+        m.update(res({"unified": {"pids.max": "5"}}))
+    m.update(res({"unified": {"memory.high": "1048576"}}))
+    assert fake2.read(fake2.path(PATH), "memory.high").strip() == "1048576"
+
+
+def snapshot(top: str) -> dict[str, str]:
+    out = {}
+    for directory, _dirs, files in os.walk(top):
+        for name in files:
+            with open(os.path.join(directory, name)) as f:
+                out[os.path.join(directory, name)] = f.read()
+        out[directory] = "<dir>"
+    return out
+
+
+def test_an_existing_cgroup_is_never_adopted(fake2: FakeCgroup2, spawn: Spawn) -> None:
+    """SPEC §10: create(exclusive=True) of a cgroup someone else made, empty or not,
+    raises CgroupExists and leaves it as it was: nothing written, killed or removed."""
+    os.makedirs(fake2.path("/hostjob"))
+    fake2.populate(fake2.path("/hostjob"))
+    foreign = fake2.path(PATH)
+    os.mkdir(foreign)
+    fake2.populate(foreign)
+    os.mkdir(os.path.join(foreign, "sub"))
+    fake2.populate(os.path.join(foreign, "sub"))
+    before = snapshot(fake2.root)
+    m = manager(fake2)
+    with pytest.raises(cg_errors.CgroupExists, match=r"cgroup /hostjob/c1 already exists"):
+        m.create(res({"pids": {"limit": 3}}), exclusive=True)
+    assert snapshot(fake2.root) == before  # nothing written, made or removed anywhere
+    victim = spawn()
+    fake2.move_pid(fake2.root, foreign, victim.pid)
+    with pytest.raises(cg_errors.CgroupExists, match=rf"already holds processes \({victim.pid}\)"):
+        raise cg_errors.CgroupExists(PATH, foreign, m.pids())
+    with pytest.raises(cg_errors.CgroupExists):
+        m.create(exclusive=True)
+    assert victim.poll() is None and fake2.own_pids(foreign) == [victim.pid]
+    # The same call on a new path makes it, as usual.
+    manager(fake2, "/hostjob/c2").create(exclusive=True)
+    assert os.path.isdir(fake2.path("/hostjob/c2"))
 
 
 def test_bad_values_name_file_and_value_and_roll_back(fake2: FakeCgroup2) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from hostjob.cgroups import _core2
 from hostjob.cgroups._fs import Dir
 from hostjob.cgroups._manager import SIGKILL, Manager, OOMWatcher, mkdir_p, rmdirs
-from hostjob.errors import CgroupError, MissingController
+from hostjob.errors import CgroupError, CgroupExists, MissingController
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ class V1Manager(Manager):
         finally:
             root.close()
 
-    def create(self, resources: Resources | None = None) -> None:
+    def create(self, resources: Resources | None = None, *, exclusive: bool = False) -> None:
         unified = self._unified_controllers()
         available = set(self._by_controller) | unified
         self._check(resources, available)
@@ -83,7 +83,10 @@ class V1Manager(Manager):
         made: list[str] = []
         try:
             for mountpoint, d in zip(self._mountpoints, self._dirs, strict=True):
-                made += mkdir_p(mountpoint, self.path, _cpuset_parent if d is cpuset else None)
+                new = mkdir_p(mountpoint, self.path, _cpuset_parent if d is cpuset else None)
+                made += new
+                if exclusive and d.path not in new:
+                    raise CgroupExists(self.path, d.path)
             if cpuset is not None:
                 from hostjob.cgroups.v1 import cpuset as _cpuset
 

@@ -6,7 +6,7 @@ from hostjob.cgroups import _core2
 from hostjob.cgroups._fs import Dir, keyed_value
 from hostjob.cgroups._manager import SIGKILL, Manager, OOMWatcher, mkdir_p, rmdirs
 from hostjob.cgroups.resources import requirements
-from hostjob.errors import CgroupError
+from hostjob.errors import CgroupError, CgroupExists
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ class V2Manager(Manager):
         self._dir = Dir(self.mountpoint + path)
         super().__init__(path, [self._dir])
 
-    def create(self, resources: Resources | None = None) -> None:
+    def create(self, resources: Resources | None = None, *, exclusive: bool = False) -> None:
         root = Dir(self.mountpoint)
         try:
             available = _core2.controllers(root)
@@ -38,6 +38,8 @@ class V2Manager(Manager):
         self._warn_missing(available)
         made = mkdir_p(self.mountpoint, self.path)
         try:
+            if exclusive and self._dir.path not in made:
+                raise CgroupExists(self.path, self._dir.path)
             enabled = _core2.enable(self.mountpoint, self.path, self._dir, available)
             if resources is not None:
                 self._require(resources, enabled)

@@ -1,0 +1,367 @@
+"""File-system changes inside trees that someone else can write, made fd-relative.
+
+A container's processes (any user, racing the runtime) and other local users can
+rename a directory and put a symlink in its place at any moment. Whatever the
+runtime changes in such a tree — removing a writable layer, undoing what it made
+in a rootfs, creating a working directory — is therefore done relative to
+directory fds opened with ``O_NOFOLLOW``, walking one component at a time from a
+trusted anchor, and never through a path that a symlink can redirect (the
+CVE-2022-21658 pattern). A walk that meets a symlink fails (``ELOOP``); a removal
+that meets a mount point stops with ``MountError`` instead of emptying another
+filesystem.
+
+Light on purpose (``os``, ``stat``, ``errno``): runtime commands use it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from hostjob.errors import MountError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+# A directory below the anchor: never a symlink, never a blocking open.
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# How deep a removal holds directory fds open; deeper directories are moved up to
+# the top of the tree first (a hostile tree may be thousands of levels deep).
+_MAX_DEPTH = 64
+# How often a removal starts over on a directory that keeps being refilled, or looks
+# again at one whose entries keep being swapped.
+_MAX_REFILLS = 8
+_MAX_RESCANS = 1024
+
+
+def parts(path: str) -> list[str]:
+    """The components of ``path`` (``.`` and empty ones dropped); ``..`` is refused."""
+    out = [p for p in path.split("/") if p and p != "."]
+    if ".." in out:
+        raise ValueError(f"path {path!r} must not contain '..'")
+    return out
+
+
+def canonical(path: str) -> str:
+    """``path`` (absolute) with the symlinks of its existing part resolved and the
+    missing rest appended: the form in which the runtime records what it makes, so
+    that undoing it later can walk every component without following anything."""
+    for _ in range(_MAX_REFILLS):
+        head = os.path.abspath(path)
+        tail: list[str] = []
+        while head != "/" and not os.path.lexists(head):
+            head, name = os.path.split(head)
+            tail.append(name)
+        try:
+            return os.path.join(os.path.realpath(head), *reversed(tail))
+        except OSError:
+            continue  # a symlink swapped for a directory mid-way (readlink: EINVAL)
+    raise OSError(errno.EBUSY, f"{path} keeps changing")
+
+
+def under(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root`` or lies below it (plain strings, nothing resolved)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def open_anchor(path: str) -> int:
+    """A directory fd for a trusted path (symlinks in it are followed: it is ours)."""
+    return os.open(path or "/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def walk(dir_fd: int, names: list[str]) -> int:
+    """A new fd of the directory ``names`` below ``dir_fd``, opened one component at
+    a time with ``O_NOFOLLOW``: a symlink anywhere raises ``ELOOP`` (or ``ENOTDIR``)."""
+    fd = os.dup(dir_fd)
+    for name in names:
+        try:
+            child = os.open(name, DIR_FLAGS, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = child
+    return fd
+
+
+def walk_path(path: str) -> int:
+    """``walk`` of an absolute path from ``/``: no component may be a symlink."""
+    root = open_anchor("/")
+    try:
+        return walk(root, parts(path))
+    finally:
+        os.close(root)
+
+
+def make_dirs(
+    dir_fd: int,
+    names: list[str],
+    mode: int = 0o755,
+    before: Callable[[int], None] | None = None,
+    after: Callable[[int], None] | None = None,
+) -> int:
+    """``mkdir -p`` of ``names`` below ``dir_fd``, fd-relative; returns the last one's fd.
+
+    Existing components are walked with ``O_NOFOLLOW``; a missing one is made with
+    ``mkdirat`` and then opened ``O_NOFOLLOW`` (so a symlink swapped in between
+    fails the call instead of being followed). ``before(i)`` runs before component
+    ``i`` is made (record it for undo); ``after(fd)`` with the fd of each one this
+    call made (not of one that someone else made meanwhile).
+    """
+    fd = os.dup(dir_fd)
+    try:
+        for i, name in enumerate(names):
+            try:
+                child = os.open(name, DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if before is not None:
+                    before(i)
+                made = True
+                try:
+                    os.mkdir(name, mode, dir_fd=fd)
+                except FileExistsError:
+                    made = False  # made meanwhile by someone else: walked like any other
+                child = os.open(name, DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = child
+                if made and after is not None:
+                    after(fd)
+                continue
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def unmount(path: str, flags: int) -> bool:
+    """umount2 of the mount at ``path`` (absolute, canonical) if one is there; False
+    when ``path`` is no mount point (or is gone).
+
+    Its parent directory is reached without following any symlink, the last component
+    is never followed (``UMOUNT_NOFOLLOW``), and whether it is a mount point is asked
+    of the directory so reached (its mount id), not of mountinfo's paths, which a
+    rename on the way changes: a path swapped for a symlink cannot redirect the
+    unmount to someone else's mount. Raises OSError (``ENOTDIR``/``ELOOP``: a
+    symlink on the way)."""
+    from hostjob import linux
+
+    parent, name = os.path.split(path)
+    if not name:
+        raise OSError(errno.EINVAL, "refusing to unmount /")
+    fd = walk_path(parent)
+    try:
+        try:
+            target = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        except FileNotFoundError:
+            return False
+        try:
+            if mount_id(target) == mount_id(fd):
+                return False
+        finally:
+            os.close(target)
+        # The magic link /proc/self/fd/N is the directory we hold, whatever its path.
+        linux.umount2(f"/proc/self/fd/{fd}/{name}", flags | linux.UMOUNT_NOFOLLOW)
+        return True
+    finally:
+        os.close(fd)
+
+
+def mount_id(fd: int) -> int:
+    """The id of the mount that holds the open file ``fd`` (from /proc/self/fdinfo):
+    two directories of one device are on different mounts after a bind mount."""
+    info = os.open(f"/proc/self/fdinfo/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.read(info, 4096)
+    finally:
+        os.close(info)
+    for line in data.split(b"\n"):
+        if line.startswith(b"mnt_id:"):
+            return int(line[7:])
+    raise OSError(errno.ENOTSUP, f"no mnt_id in /proc/self/fdinfo/{fd}")
+
+
+# --- removal -----------------------------------------------------------------------------
+
+
+def remove_tree(path: str, *, ignore_errors: bool = False) -> None:
+    """``rm -rf path``: fd-relative, never following a symlink, never crossing into
+    a mount below it (``MountError``). A missing path is fine. The path's parent
+    directories are the caller's (trusted); everything below it is walked safely.
+    ``ignore_errors``: a best-effort clean-up that leaves what it cannot remove."""
+    if ignore_errors:
+        try:
+            remove_tree(path)
+        except (OSError, MountError):
+            pass
+        return
+    path = os.path.abspath(path)
+    parent, name = os.path.split(path)
+    if not name:
+        raise ValueError("refusing to remove /")
+    try:
+        fd = open_anchor(parent)
+    except FileNotFoundError:
+        return
+    try:
+        remove_entry(fd, name, path)
+    finally:
+        os.close(fd)
+
+
+def remove_entry(parent_fd: int, name: str, where: str = "") -> None:
+    """Remove ``name`` in the directory ``parent_fd``: a file or symlink is unlinked,
+    a directory removed with everything below it. ``where`` names it in errors."""
+    where = where or name
+    for _ in range(_MAX_REFILLS):
+        try:
+            st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            try:
+                os.unlink(name, dir_fd=parent_fd)
+                return
+            except FileNotFoundError:
+                return
+            except IsADirectoryError:
+                continue  # became a directory meanwhile: look again
+        _remove_dir(parent_fd, name, where)
+        return
+    raise OSError(errno.EBUSY, f"cannot remove {where}: it keeps changing")
+
+
+class _Dir:
+    """A directory being emptied: its fd, its name in its parent, what is left in it."""
+
+    __slots__ = ("dev", "fd", "mnt", "name", "path", "refills", "subdirs")
+
+    def __init__(self, fd: int, name: str, path: str, dev: int, mnt: int) -> None:
+        self.fd = fd
+        self.name = name
+        self.path = path
+        self.dev = dev
+        self.mnt = mnt
+        self.subdirs: list[str] = []
+        self.refills = 0
+
+
+def _remove_dir(parent_fd: int, name: str, where: str) -> None:
+    st = os.fstat(parent_fd)
+    base = _Dir(parent_fd, "", os.path.dirname(where), st.st_dev, mount_id(parent_fd))
+    top = _enter(base, name, where)
+    if top is None:
+        return
+    stack = [top]
+    hoisted = 0
+    try:
+        while stack:
+            current = stack[-1]
+            if current.subdirs:
+                sub = current.subdirs.pop()
+                if len(stack) >= _MAX_DEPTH:
+                    # Too deep to hold every level open: move it up to the top of the tree
+                    # (the same filesystem and mount) and take it from there later.
+                    hoisted += 1
+                    new_name = f".hostjob-rm-{os.getpid()}-{hoisted}"
+                    try:
+                        os.rename(sub, new_name, src_dir_fd=current.fd, dst_dir_fd=top.fd)
+                    except FileNotFoundError:
+                        continue
+                    top.subdirs.append(new_name)
+                    continue
+                child = _enter(current, sub, f"{current.path}/{sub}")
+                if child is not None:
+                    stack.append(child)
+                continue
+            stack.pop()
+            os.close(current.fd)
+            parent = stack[-1] if stack else None
+            try:
+                os.rmdir(current.name, dir_fd=parent.fd if parent else base.fd)
+                continue
+            except FileNotFoundError:
+                continue
+            except OSError as err:
+                if err.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                    raise
+                code = err.errno
+            if parent is None:
+                # The tree's top was refilled meanwhile (a process still writing there).
+                if code == errno.ENOTDIR or current.refills >= _MAX_REFILLS:
+                    raise OSError(errno.EBUSY, f"cannot remove {where}: it keeps changing")
+                again = _enter(base, current.name, where)
+                if again is not None:
+                    again.refills = current.refills + 1
+                    stack.append(again)
+                    top = again
+                continue
+            # Refilled meanwhile, or its name now holds a symlink (swapped in) while the
+            # directory went to another name of the parent: look at the parent again.
+            if parent.refills >= _MAX_RESCANS:
+                raise OSError(errno.EBUSY, f"cannot remove {parent.path}: it keeps changing")
+            parent.refills += 1
+            if code == errno.ENOTDIR:
+                try:
+                    os.unlink(current.name, dir_fd=parent.fd)
+                except (FileNotFoundError, IsADirectoryError):
+                    pass
+            _clear_files(parent)
+    finally:
+        for frame in stack:
+            os.close(frame.fd)
+
+
+def _enter(parent: _Dir, name: str, path: str) -> _Dir | None:
+    """Open the subdirectory ``name`` and unlink everything in it but directories
+    (which it lists in ``subdirs``); None when ``name`` is gone or is no directory
+    (then it is unlinked: a symlink swapped in is removed, never followed)."""
+    for _ in range(_MAX_REFILLS):
+        try:
+            fd = os.open(name, DIR_FLAGS, dir_fd=parent.fd)
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            if err.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            try:
+                os.unlink(name, dir_fd=parent.fd)
+                return None
+            except FileNotFoundError:
+                return None
+            except IsADirectoryError:
+                continue  # swapped back: open it again
+        st = os.fstat(fd)
+        if st.st_dev != parent.dev or mount_id(fd) != parent.mnt:
+            os.close(fd)
+            raise MountError(
+                f"cannot remove {path}: it is a mount point (hostjob never empties another"
+                " filesystem); unmount it first"
+            )
+        current = _Dir(fd, name, path, parent.dev, parent.mnt)
+        try:
+            _clear_files(current)
+        except BaseException:
+            os.close(fd)
+            raise
+        return current
+    raise OSError(errno.EBUSY, f"cannot remove {path}: it keeps changing")
+
+
+def _clear_files(current: _Dir) -> None:
+    """Unlink every entry of ``current`` but directories, which go to its ``subdirs``."""
+    pending = set(current.subdirs)
+    with os.scandir(current.fd) as entries:
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                try:
+                    os.unlink(entry.name, dir_fd=current.fd)
+                    continue
+                except FileNotFoundError:
+                    continue
+                except IsADirectoryError:
+                    pass  # became a directory meanwhile
+            if entry.name not in pending:
+                pending.add(entry.name)
+                current.subdirs.append(entry.name)

@@ -1,0 +1,130 @@
+"""Finding 3 (issue 10), at create: what hostjob makes and mounts in trees others write.
+
+Bind mode mounts each volume at its destination inside the container's private mount
+namespace, after the rootfs is bound at the mount point: a destination below the mount
+point lies in the image. An image symlink there (``data -> /etc``) made the mount land
+on the host directory it names, in the container's view (a writable volume over its
+/etc, say). Host mode makes volume links and their parent directories in the rootfs,
+which the container's user may own and race. Now targets are reached from ``/``
+without following symlinks and mounted through their fd (``/proc/self/fd/N``), and
+links and directories are made with ``mkdirat``/``symlinkat`` on walked fds.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hostjob import fsutil, linux
+from tests.helpers import Hostjob, base_config, new_id
+from tests.security.racers import open_up, racing, snapshot
+
+NOBODY = (65534, 65534)
+
+
+def _bind_config(tmp_path: Path, volume: Path) -> dict:  # type: ignore[type-arg]
+    config = base_config("sleep", "300")
+    config["annotations"] = {
+        "io.hostjob.mount-mode": "bind",
+        "io.hostjob.rootfs-mount-point": str(tmp_path / "hpc"),
+    }
+    config["mounts"] = [
+        {"destination": str(tmp_path / "hpc" / "data"), "type": "bind", "source": str(volume)}
+    ]
+    return config
+
+
+def _volume(tmp_path: Path) -> Path:
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    (volume / "shadow").write_text("the volume's file\n")
+    return volume
+
+
+def test_a_path_based_mount_follows_an_image_symlink(tmp_path: Path) -> None:
+    """The attack, first: in a private mount namespace (as the bind-mode init builds),
+    mount(2) of a volume at ``<mount point>/data`` by path lands on whatever the image's
+    ``data`` symlink names."""
+    volume = _volume(tmp_path)
+    canary = tmp_path / "etc"
+    canary.mkdir()
+    (canary / "passwd").write_text("root:x:0:0\n")
+    mount_point = tmp_path / "hpc"
+    mount_point.mkdir()
+    (mount_point / "data").symlink_to(canary)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            linux.unshare(linux.CLONE_NEWNS)
+            linux.mount(None, "/", None, linux.MS_REC | linux.MS_PRIVATE)
+            linux.mount(str(volume), str(mount_point / "data"), None, linux.MS_BIND)
+            os.write(write, " ".join(sorted(os.listdir(canary))).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        seen = f.read()
+    os.waitpid(pid, 0)
+    assert seen == "shadow"  # the canary (the container's /etc, say) was covered
+
+
+def test_bind_mode_volume_through_an_image_symlink_is_refused(
+    hj: Hostjob, bundle, tmp_path: Path
+) -> None:
+    volume = _volume(tmp_path)
+    canary = tmp_path / "etc"
+    canary.mkdir()
+    b = bundle(_bind_config(tmp_path, volume))
+    (b / "rootfs" / "data").symlink_to(canary)
+    err = hj.fail("create", "--bundle", str(b), new_id("sec"))
+    assert f"cannot bind {volume} at {tmp_path}/hpc/data" in err, err
+    assert "is a symlink" in err, err
+    # A real directory there: the volume is bound in it, seen by the job only.
+    (b / "rootfs" / "data").unlink()
+    (b / "rootfs" / "data").mkdir()
+    cid = new_id("sec")
+    hj.ok("create", "--bundle", str(b), cid)
+    out = hj.ok("exec", cid, "cat", str(tmp_path / "hpc" / "data" / "shadow"))
+    assert out == "the volume's file\n"
+    assert os.listdir(canary) == []
+    hj.ok("delete", "--force", cid)
+
+
+def test_volume_links_made_under_a_racer(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    """Host mode, create while the owner of the rootfs swaps ``a`` (where hostjob makes
+    ``a/x`` and the link ``a/x/vol``) for a symlink to the outside: each create either
+    works inside the rootfs or fails with one line; the outside never changes."""
+    open_up(tmp_path)
+    source = tmp_path / "source"
+    source.mkdir()
+    config = base_config("sleep", "300")
+    config["process"]["user"] = {"uid": NOBODY[0], "gid": NOBODY[1]}
+    config["mounts"] = [{"destination": "/a/x/vol", "type": "bind", "source": str(source)}]
+    b = bundle(config)
+    rootfs = b / "rootfs"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("keep me")
+    (rootfs / "s").symlink_to(outside)
+    os.lchown(rootfs / "s", *NOBODY)
+    os.chown(rootfs, *NOBODY)
+    before = snapshot(str(outside))
+    made = refused = 0
+    for _ in range(20):
+        fsutil.remove_tree(str(rootfs / "a"))
+        (rootfs / "a").mkdir()
+        os.chown(rootfs / "a", *NOBODY)
+        cid = new_id("sec")
+        with racing([(str(rootfs / "a"), str(rootfs / "s"))], user=NOBODY):
+            result = hj("create", "--bundle", str(b), cid)
+        if result.returncode == 0:
+            made += 1
+            assert os.readlink(rootfs / "a" / "x" / "vol") == str(source)
+        else:
+            refused += 1
+            assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+            assert "symlink" in result.stderr, result.stderr
+        hj.ok("delete", "--force", cid)
+        assert snapshot(str(outside)) == before
+    assert made + refused == 20
