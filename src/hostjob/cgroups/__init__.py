@@ -11,9 +11,10 @@ How the runtime uses a manager::
 
     cg = open_manager(resolve_path(cfg.cgroups_path, cid, systemd))
     cg.create(cfg.resources)     # mkdir in every hierarchy, limits applied
-    files = cg.procs_files()     # before fork: a plain list, no syscalls
-    # in the child, between fork and exec:
-    join(files)                  # writes b"0" to each: the init is in the job
+    entry = cg.entry()           # before fork: plain paths, no syscalls
+    # fork, or clone3(CLONE_INTO_CGROUP) into entry.unified (hostjob.runtime.init);
+    # in the child, before anything else:
+    entry.join(unified=not started_in_unified)   # the init is in the job
     ...
     cg.terminate(grace)          # the job ends: SIGTERM, SIGKILL after grace
     cg.destroy()                 # SIGKILL leftovers, rmdir everywhere
@@ -34,12 +35,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CGROUP_PARENT",
+    "Entry",
     "Hierarchy",
     "Manager",
     "Mounts",
     "detect",
     "expand_slice",
-    "join",
     "mounts_at",
     "open_manager",
     "parse_mountinfo",
@@ -267,21 +268,54 @@ def resolve_path(cgroups_path: str, container_id: str, systemd: bool = False) ->
     return _clean(f"{CGROUP_PARENT}/{cgroups_path}", what)
 
 
-def join(procs_files: list[str]) -> None:
-    """Move the calling process into the job (``Manager.procs_files()``).
+class Entry:
+    """How a new process enters the job: what ``Manager.entry()`` hands the runtime
+    before it forks (plain paths, computed when the manager is made).
 
-    What the container's init runs between fork and exec: one open, write and
-    close per hierarchy, nothing else. Raises CgroupError naming the file.
+    ``unified``: the job's directory in a cgroup2 hierarchy (a v2 host, or the unified
+    hierarchy of a hybrid one), or None. The runtime starts the process there with
+    ``clone3(CLONE_INTO_CGROUP)`` when it can (``hostjob.runtime.init``): a move into a
+    cgroup2 cgroup after the fact can only go through ``cgroup.procs``, which takes the
+    kernel's write lock on every process's cgroup membership (``cgroup_threadgroup_rwsem``)
+    and so waits for an RCU grace period, 5-24 ms. ``tasks``: the job's ``tasks`` file
+    in each v1 hierarchy.
     """
-    for path in procs_files:
+
+    __slots__ = ("tasks", "unified")
+
+    def __init__(self, tasks: list[str], unified: str | None) -> None:
+        self.tasks = tasks
+        self.unified = unified
+
+    def __repr__(self) -> str:
+        return f"Entry(tasks={self.tasks!r}, unified={self.unified!r})"
+
+    def join(self, *, unified: bool = True) -> None:
+        """Move the calling process into the job; ``unified=False`` when it was born in
+        the job's cgroup2 cgroup (clone3) and only the v1 hierarchies are left.
+
+        What the container's process runs first after the fork: one open, write and
+        close per hierarchy, nothing else. On v1 the value ``0`` goes into ``tasks``,
+        which moves only the calling thread -- the whole process, since a forked child
+        is single-threaded -- and skips that lock (``cgroup.procs`` would take it). On
+        cgroup2, ``tasks`` does not exist and ``cgroup.threads`` cannot cross a domain:
+        ``cgroup.procs`` it is. Raises CgroupError naming the file.
+        """
+        for path in self.tasks:
+            _write_zero(path)
+        if unified and self.unified is not None:
+            _write_zero(self.unified + "/cgroup.procs")
+
+
+def _write_zero(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                os.write(fd, b"0")
-            finally:
-                os.close(fd)
-        except OSError as err:
-            raise CgroupError(f"cannot join cgroup: writing 0 to {path}: {err.strerror}") from None
+            os.write(fd, b"0")
+        finally:
+            os.close(fd)
+    except OSError as err:
+        raise CgroupError(f"cannot join cgroup: writing 0 to {path}: {err.strerror}") from None
 
 
 def open_manager(path: str, *, root: str | None = None, mounts: Mounts | None = None) -> Manager:

@@ -5,9 +5,10 @@ hierarchy. It is a plain object: constructing it touches nothing; ``create``
 makes the directories and applies limits; the other verbs work on a cgroup made
 earlier (by this or another hostjob process).
 
-Joining: the container's init writes ``b"0"`` to each of ``procs_files()``
-between fork and exec (``add(pid)`` does the same from outside). Ending:
-``terminate(grace)`` (SIGTERM, then SIGKILL) and ``destroy()``.
+Joining: the container's processes enter through ``entry()`` (``hostjob.cgroups.Entry``:
+born in the cgroup2 cgroup by clone3, ``tasks`` on v1) between fork and exec; any
+other process can write ``b"0"`` to each of ``procs_files()`` (``add(pid)`` moves one
+from outside). Ending: ``terminate(grace)`` (SIGTERM, then SIGKILL) and ``destroy()``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+    from hostjob.cgroups import Entry
     from hostjob.spec.runtime import Resources
 else:
     import _signal as _sig  # signal without its enum wrappers (~3 ms of imports)
@@ -247,9 +249,17 @@ class Manager:
     def procs_files(self) -> list[str]:
         """The ``cgroup.procs`` files a process writes ``0`` to, to join the job.
 
-        Computed when the manager is made: no syscalls. Do not mutate the list.
+        Computed when the manager is made: no syscalls. Do not mutate the list. The
+        container's own processes use ``entry()`` instead, which is faster.
         """
         return self._procs
+
+    def entry(self) -> Entry:
+        """How the container's processes enter the job (see ``hostjob.cgroups.Entry``).
+
+        Computed from the manager's paths: no syscalls.
+        """
+        raise NotImplementedError
 
     def add(self, pid: int) -> None:
         """Move process ``pid`` (and its threads) into the job, in every hierarchy."""

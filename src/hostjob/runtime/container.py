@@ -279,7 +279,7 @@ class Container:
             plan = resolve.plan(job, job.process)
             if options.image is not None and plan.user.uid != 0:
                 store.open_for_user(container_id)
-            setup = init.ChildSetup(plan, manager.procs_files())
+            setup = init.ChildSetup(plan, manager.entry())
             setup.fifo = fifo
             setup.console = options.console_socket
             listen = _listen_fds()

@@ -50,7 +50,7 @@ def exec_process(container: Container, process: ProcessConfig, options: ExecOpti
             raise HostjobError("cannot allocate a tty for a detached exec without --console-socket")
         terminal = TerminalPair()
         console = terminal.child_fd
-    setup = init.ChildSetup(resolve.plan(job, process), container.cgroup().procs_files())
+    setup = init.ChildSetup(resolve.plan(job, process), container.cgroup().entry())
     setup.console = console
     setup.extra_fds = options.preserve_fds
     if job.mount_mode == "bind":

@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.cgroups import Mounts
+    from hostjob.cgroups import Entry, Mounts
     from hostjob.spec.runtime import CPU, Resources
 
 
@@ -60,6 +60,12 @@ class V1Manager(Manager):
             dirs.append(self._unified)
             self._mountpoints.append(self._unified_mount)
         super().__init__(path, dirs)
+
+    def entry(self) -> Entry:
+        from hostjob.cgroups import Entry
+
+        unified = self._unified.path if self._unified is not None else None
+        return Entry([d.path + "/tasks" for d in self._dirs if d is not self._unified], unified)
 
     def dir(self, controller: str) -> Dir | None:
         """The job's directory in the hierarchy of a v1 controller."""
