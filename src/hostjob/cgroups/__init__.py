@@ -24,9 +24,9 @@ See ``hostjob.cgroups._manager.Manager`` for the whole interface.
 
 from __future__ import annotations
 
+import errno
 import os
 
-from hostjob import mountinfo
 from hostjob.errors import CgroupError, ConfigError
 
 TYPE_CHECKING = False
@@ -41,6 +41,7 @@ __all__ = [
     "Mounts",
     "detect",
     "expand_slice",
+    "frozen",
     "mounts_at",
     "open_manager",
     "parse_mountinfo",
@@ -114,6 +115,8 @@ def parse_mountinfo(text: str) -> Mounts:
     root; the cgroup2 mount at ``/sys/fs/cgroup`` (v2) or ``/sys/fs/cgroup/unified``
     (hybrid) wins over others.
     """
+    from hostjob import mountinfo
+
     v1: dict[tuple[str, ...], Hierarchy] = {}
     unified: Hierarchy | None = None
     for mount in mountinfo.parse(text):
@@ -157,7 +160,7 @@ def detect() -> Mounts:
     global _detected
     if _detected is None:
         try:
-            with open(mountinfo.MOUNTINFO, "rb") as f:
+            with open("/proc/self/mountinfo", "rb") as f:
                 text = f.read().decode("utf-8", "surrogateescape")
         except OSError as err:
             raise CgroupError(f"cannot read /proc/self/mountinfo: {err.strerror}") from None
@@ -316,6 +319,48 @@ def _write_zero(path: str) -> None:
             os.close(fd)
     except OSError as err:
         raise CgroupError(f"cannot join cgroup: writing 0 to {path}: {err.strerror}") from None
+
+
+def frozen(path: str) -> bool:
+    """Whether the job at ``path`` is frozen itself (``paused``), not merely through an
+    ancestor; False where nothing can freeze it.
+
+    The question every status check asks (``state``, ``list``, ``start``, ``kill``...):
+    answered with one or two reads, without a manager and the modules it loads. Same
+    answer as ``Manager.frozen()``: the v1 freezer where there is one, else the
+    cgroup2 ``cgroup.freeze``.
+    """
+    path = _clean(path, "cgroup path")
+    mounts = detect()
+    freezer = mounts.hierarchy("freezer") if mounts.version == 1 else None
+    if freezer is not None:
+        base = freezer.mountpoint.rstrip("/") + path
+        own = _read_optional(base + "/freezer.self_freezing")
+        if own is not None:
+            return own.strip() == b"1"
+        return (_read_optional(base + "/freezer.state") or b"").strip() == b"FROZEN"
+    if mounts.unified is not None:
+        value = _read_optional(mounts.unified.mountpoint.rstrip("/") + path + "/cgroup.freeze")
+        return (value or b"").strip() == b"1"
+    return False
+
+
+def _read_optional(path: str) -> bytes | None:
+    """A small cgroupfs file; None if it (or its cgroup) does not exist."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise CgroupError(f"cannot read {path}: {err.strerror}") from None
+    try:
+        return os.read(fd, 4096)
+    except OSError as err:
+        if err.errno == errno.ENODEV:  # the cgroup was removed under us
+            return None
+        raise CgroupError(f"cannot read {path}: {err.strerror}") from None
+    finally:
+        os.close(fd)
 
 
 def open_manager(path: str, *, root: str | None = None, mounts: Mounts | None = None) -> Manager:

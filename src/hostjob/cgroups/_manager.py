@@ -18,7 +18,6 @@ import os
 import time
 
 from hostjob.cgroups import _fs
-from hostjob.cgroups import resources as _res
 from hostjob.errors import CgroupError, MissingController
 
 TYPE_CHECKING = False
@@ -382,6 +381,9 @@ class Manager:
     def _check(self, res: Resources | None, available: set[str]) -> None:
         """Validate, and refuse limits whose controller is missing (before any mkdir)."""
         if res is not None:
+            # Only create and update check limits: delete, kill, ps never load this.
+            from hostjob.cgroups import resources as _res
+
             _res.validate(res, self.version)
             for controller, field in _res.requirements(res, self.version):
                 if controller not in available:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from hostjob.errors import HostjobError
-from hostjob.runtime import init, mounts, proc, resolve, status
+from hostjob.runtime import init, proc, resolve, status
 from hostjob.runtime.foreground import TerminalPair, wait_attached
 from hostjob.runtime.store import write_pid_file
 
@@ -54,6 +54,8 @@ def exec_process(container: Container, process: ProcessConfig, options: ExecOpti
     setup.console = console
     setup.extra_fds = options.preserve_fds
     if job.mount_mode == "bind":
+        from hostjob.runtime import mounts
+
         setup.enter_namespace = mounts.join_namespace(record.pid)
     master = -1
     child = None

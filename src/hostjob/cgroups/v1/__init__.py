@@ -8,7 +8,6 @@ its ``cgroup.kill`` ends the job atomically.
 
 from __future__ import annotations
 
-from hostjob.cgroups import _core2
 from hostjob.cgroups._fs import Dir
 from hostjob.cgroups._manager import SIGKILL, Manager, OOMWatcher, mkdir_p, rmdirs
 from hostjob.errors import CgroupError, MissingController
@@ -72,6 +71,10 @@ class V1Manager(Manager):
         return self._by_controller.get(controller)
 
     def _unified_controllers(self) -> set[str]:
+        # _core2 (cgroup2's core files) is imported where used: delete, ps and the v1
+        # freezer never need it.
+        from hostjob.cgroups import _core2
+
         if self._unified is None:
             return set()
         root = Dir(self._unified_mount)
@@ -81,6 +84,8 @@ class V1Manager(Manager):
             root.close()
 
     def create(self, resources: Resources | None = None) -> None:
+        from hostjob.cgroups import _core2
+
         unified = self._unified_controllers()
         available = set(self._by_controller) | unified
         self._check(resources, available)
@@ -114,6 +119,8 @@ class V1Manager(Manager):
             raise
 
     def update(self, resources: Resources) -> None:
+        from hostjob.cgroups import _core2
+
         if not self.exists():
             raise CgroupError(f"cgroup {self.path} does not exist")
         available = set(self._by_controller)
@@ -168,6 +175,8 @@ class V1Manager(Manager):
         raise MissingController("freezer", "freezing the job")
 
     def freeze(self) -> None:
+        from hostjob.cgroups import _core2
+
         d, v1 = self._freezer()
         if v1:
             from hostjob.cgroups.v1 import freezer
@@ -177,6 +186,8 @@ class V1Manager(Manager):
             _core2.freeze(d)
 
     def thaw(self) -> None:
+        from hostjob.cgroups import _core2
+
         d, v1 = self._freezer()
         if v1:
             from hostjob.cgroups.v1 import freezer
@@ -186,6 +197,8 @@ class V1Manager(Manager):
             _core2.thaw(d)
 
     def frozen(self) -> bool:
+        from hostjob.cgroups import _core2
+
         d, v1 = self._freezer()
         if v1:
             from hostjob.cgroups.v1 import freezer
@@ -194,6 +207,8 @@ class V1Manager(Manager):
         return _core2.frozen(d)
 
     def kill_all(self, sig: int) -> None:
+        from hostjob.cgroups import _core2
+
         if sig == SIGKILL and self._unified is not None and _core2.kill(self._unified):
             # Atomic and fork-proof for everything in the unified cgroup; rounds catch
             # any process that joined only v1 hierarchies.
