@@ -175,35 +175,35 @@ class V1Manager(Manager):
         raise MissingController("freezer", "freezing the job")
 
     def freeze(self) -> None:
-        from hostjob.cgroups import _core2
-
         d, v1 = self._freezer()
         if v1:
             from hostjob.cgroups.v1 import freezer
 
             freezer.freeze(d)
         else:
+            from hostjob.cgroups import _core2
+
             _core2.freeze(d)
 
     def thaw(self) -> None:
-        from hostjob.cgroups import _core2
-
         d, v1 = self._freezer()
         if v1:
             from hostjob.cgroups.v1 import freezer
 
             freezer.thaw(d)
         else:
+            from hostjob.cgroups import _core2
+
             _core2.thaw(d)
 
     def frozen(self) -> bool:
-        from hostjob.cgroups import _core2
-
         d, v1 = self._freezer()
         if v1:
             from hostjob.cgroups.v1 import freezer
 
             return freezer.frozen(d)
+        from hostjob.cgroups import _core2
+
         return _core2.frozen(d)
 
     def kill_all(self, sig: int) -> None:
