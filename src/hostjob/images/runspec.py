@@ -16,9 +16,9 @@ directory, its bundle), so it goes through the same one conversion step
 
 from __future__ import annotations
 
-import json
 import os
 
+from hostjob import jsonio
 from hostjob.config import ANNOTATION_INHERIT_USER, ANNOTATION_MOUNT_MODE, ANNOTATION_MOUNT_POINT
 from hostjob.errors import ConfigError, InvalidArgument
 from hostjob.spec.runtime import OCI_VERSION
@@ -139,7 +139,7 @@ def _words(entrypoint: str) -> list[str]:
     """``--entrypoint``: a JSON array (``'["/bin/app", "-v"]'``) or one program."""
     if entrypoint.startswith("["):
         try:
-            words = json.loads(entrypoint)
+            words = jsonio.loads(entrypoint)
         except ValueError:
             raise InvalidArgument(f"--entrypoint {entrypoint!r} is not a JSON array") from None
         if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
