@@ -247,7 +247,6 @@ def _syscall(number: int, *args: Any) -> int:
 
 SYS_CLONE3 = 435
 CLONE_INTO_CGROUP = 0x200000000
-_SIGCHLD = 17
 # struct clone_args up to its ``cgroup`` field (CLONE_ARGS_SIZE_VER2, Linux 5.7): eleven u64.
 _CLONE_ARGS_WORDS = 11
 _CLONE_ARGS_CGROUP = 10
@@ -279,12 +278,17 @@ def fork_into_cgroup(cgroup_fd: int) -> int:
       in ``execve`` or ``os._exit``; it must not start threads or call ``pthread_*``
       functions on itself (they would address the parent's TID), or rely on ``atexit``.
     """
+    if TYPE_CHECKING:
+        import signal as _signal
+    else:
+        import _signal  # signal's C half, without its enum wrappers
+
     ffi = _ffi()
     api = ffi.pyapi
     api.syscall.restype = ffi.Long
     args = (ffi.UInt64 * _CLONE_ARGS_WORDS)()
     args[0] = CLONE_INTO_CGROUP  # flags
-    args[4] = _SIGCHLD  # exit_signal: a child like fork's
+    args[4] = _signal.SIGCHLD  # exit_signal: a child like fork's
     args[_CLONE_ARGS_CGROUP] = cgroup_fd
     api.PyOS_BeforeFork()
     pid = api.syscall(ffi.Long(SYS_CLONE3), ffi.byref(args), ffi.Long(ffi.sizeof(args)))
