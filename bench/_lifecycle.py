@@ -1,5 +1,9 @@
 """bench/lifecycle: ``RUNTIME run`` of /bin/true and ``create`` + ``start`` + wait + ``delete``
 on the same bundle content, for each runtime, interleaved in one run; ratios against runc.
+Then each command on its own (``create``, ``start``, ``state``, ``kill``, ``delete`` of a
+container running ``sleep``), and for hostjob the time above a bare ``python -S -c pass``
+of its own interpreter started the same way: the interpreter's floor, which every command
+of a Python runtime pays, against what is hostjob's own cost.
 
 Every runtime gets the same config (``runc spec``'s, non-terminal: its own PID, network, IPC,
 UTS and mount namespaces, /proc, /dev, /sys mounts, read-only rootfs; hostjob ignores the
@@ -19,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from _common import (
+    Result,
     become_subreaper,
     call,
     common_args,
@@ -41,6 +46,8 @@ if TYPE_CHECKING:
     import os
 
 OPS = ("run /bin/true", "create+start+delete")
+COMMANDS = ("create", "start", "state", "kill", "delete")
+FLOOR = "python -S -c pass"
 CGROUP_PARENT = "/compat-bench"
 
 
@@ -49,6 +56,7 @@ class Lifecycle:
         self.workdir = workdir
         self.rootfs = image.build_rootfs(workdir / "rootfs")
         self.bundles: dict[str, Path] = {}
+        self.sleepers: dict[str, Path] = {}
         self.roots: dict[str, Path] = {}
         for r in runtimes:
             self.bundles[r.name] = harness.write_bundle(
@@ -56,6 +64,13 @@ class Lifecycle:
                 self.rootfs,
                 ["/bin/true"],
                 cgroups_path=f"{CGROUP_PARENT}/{r.name}",
+                job_container=r.is_job_container,
+            )
+            self.sleepers[r.name] = harness.write_bundle(
+                workdir / f"sleeper-{r.name}",
+                self.rootfs,
+                ["/bin/sleep", "1000"],
+                cgroups_path=f"{CGROUP_PARENT}/{r.name}-sleeper",
                 job_container=r.is_job_container,
             )
             self.roots[r.name] = workdir / f"state-{r.name}"
@@ -91,6 +106,34 @@ class Lifecycle:
             raise harness.HarnessError(f"{r.name} delete failed")
         reap_strays()
 
+    def each_command(self, r: harness.Runtime) -> dict[str, float]:
+        """create, start, state, kill and delete of a sleeping container, each timed."""
+        cid = f"{self.cid(r)}-each"
+        pidfile = self.workdir / f"{r.name}-each.pid"
+        bundle = self.sleepers[r.name]
+        argv = {
+            "create": self.cmd(r, "create", "--bundle", bundle, "--pid-file", pidfile, cid),
+            "start": self.cmd(r, "start", cid),
+            "state": self.cmd(r, "state", cid),
+            "kill": self.cmd(r, "kill", cid, "KILL"),
+            "delete": self.cmd(r, "delete", cid),
+        }
+        times: dict[str, float] = {}
+        for command in COMMANDS:
+            if command == "delete":
+                wait_status(int(pidfile.read_text()))  # the killed init, our orphan
+            rc = -1
+
+            def step(command: str = command) -> None:
+                nonlocal rc
+                rc = call(argv[command])
+
+            times[command] = timed(step)
+            if rc != 0:
+                raise harness.HarnessError(f"{r.name} {command} exited {rc}")
+        reap_strays()
+        return times
+
     def check(self, r: harness.Runtime) -> None:
         """One verbose round first, so that a broken runtime says why."""
         cp = harness.run(self.cmd(r, "run", "--bundle", self.bundles[r.name], self.cid(r)))
@@ -102,11 +145,13 @@ class Lifecycle:
                 f"{cp.stdout}{cp.stderr}"
             )
         self.create_start_delete(r)
+        self.each_command(r)
 
     def cleanup(self, runtimes: list[harness.Runtime]) -> list[str]:
         problems = []
         for r in runtimes:
-            harness.run(self.cmd(r, "delete", "--force", self.cid(r)), timeout=60)
+            for cid in (self.cid(r), f"{self.cid(r)}-each"):
+                harness.run(self.cmd(r, "delete", "--force", cid), timeout=60)
             left = [p.name for p in self.roots[r.name].iterdir()]
             if left:
                 problems.append(f"{r.name} left state: {left}")
@@ -145,13 +190,80 @@ def main(argv: list[str] | None = None) -> int:
             note(f"{args.warmup} warm-up + {args.runs} measured rounds, runtimes interleaved")
             results = measure(OPS, runtimes, one, args.runs, args.warmup)
             print_table(results)
-            export(args.export_json, results, {"bench": "lifecycle", **machine_meta(runtimes)})
+            per_command = measure_commands(lc, runtimes, args.runs, args.warmup)
+            print()
+            print_command_table(per_command, runtimes)
+            export(
+                args.export_json,
+                results + per_command,
+                {"bench": "lifecycle", **machine_meta(runtimes)},
+            )
     except harness.HarnessError as e:
         print(f"bench/lifecycle: error: {e}", file=sys.stderr)
         rc = 1
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return rc
+
+
+def interpreter_of(path: Path) -> list[str]:
+    """The interpreter line of a script (``#!/venv/bin/python -S``), as argv."""
+    with open(path, "rb") as f:
+        first = f.readline().decode().strip()
+    if not first.startswith("#!"):
+        raise harness.HarnessError(f"{path} is not a script: no interpreter floor to measure")
+    return first[2:].split()
+
+
+def measure_commands(
+    lc: Lifecycle, runtimes: list[harness.Runtime], runs: int, warmup: int
+) -> list[Result]:
+    """Each command of a lifecycle on its own, runtimes interleaved (rotating order), and
+    the floor (hostjob's interpreter doing nothing) once per round beside them."""
+    results = {(c, r.name): Result(c, r.name) for c in COMMANDS for r in runtimes}
+    hostjob = next((r for r in runtimes if r.name == "hostjob"), None)
+    floor = Result(FLOOR, "hostjob")
+    floor_argv = [*interpreter_of(hostjob.client_path), "-c", "pass"] if hostjob else []
+    order = list(runtimes)
+    for i in range(warmup + runs):
+        for r in order:
+            times = lc.each_command(r)
+            if i >= warmup:
+                for command, t in times.items():
+                    results[(command, r.name)].times.append(t)
+        if floor_argv:
+            t = timed(lambda: _check_call(floor_argv))
+            if i >= warmup:
+                floor.times.append(t)
+        order = order[1:] + order[:1]
+    out = [results[(c, r.name)] for c in COMMANDS for r in runtimes]
+    return out + ([floor] if floor.times else [])
+
+
+def _check_call(argv: list[str]) -> None:
+    if call(argv) != 0:
+        raise harness.HarnessError(f"{' '.join(argv)} failed")
+
+
+def print_command_table(results: list[Result], runtimes: list[harness.Runtime]) -> None:
+    """Medians per command; hostjob/runc; hostjob's time above its interpreter's floor."""
+    med = {(r.op, r.runtime): r.median for r in results}
+    floor = med.get((FLOOR, "hostjob"))
+    names = [r.name for r in runtimes]
+    head = f"{'command (median ms)':<22}" + "".join(f"{n:>10}" for n in names)
+    if "hostjob" in names:
+        head += f"{'hj/runc':>9}{'hj - floor':>12}"
+    print(head)
+    print("-" * len(head))
+    for command in COMMANDS:
+        line = f"{command:<22}" + "".join(f"{med[(command, n)] * 1e3:10.1f}" for n in names)
+        if "hostjob" in names:
+            hj = med[(command, "hostjob")]
+            line += f"{hj / med[(command, 'runc')]:9.2f}"
+            line += f"{(hj - floor) * 1e3:12.1f}" if floor is not None else f"{'-':>12}"
+        print(line)
+    if floor is not None:
+        print(f"{'floor: ' + FLOOR:<22}" + f"{floor * 1e3:10.1f}  (hostjob's interpreter)")
 
 
 __all__ = ["main"]

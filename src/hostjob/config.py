@@ -13,7 +13,6 @@ import os
 
 from hostjob import jsonio, log
 from hostjob.errors import ConfigError
-from hostjob.runtime import caps
 from hostjob.spec._decode import (
     Model,
     boolean,
@@ -33,8 +32,8 @@ if TYPE_CHECKING:
 
     from hostjob.spec import runtime as wire
 
-# hostjob.spec.runtime (the wire models) is imported by the functions that convert:
-# commands that only read a container's record never need it.
+# hostjob.spec.runtime (the wire models) and hostjob.runtime.caps are imported by the
+# functions that convert: commands that only read a container's record never need them.
 
 MOUNT_MODES = ("host", "bind")
 DEFAULT_BIND_MOUNT_POINT = "/hpc"
@@ -551,6 +550,8 @@ def _rlimits(rlimits: list[wire.Rlimit], path: str) -> list[Rlimit]:
 def _capabilities(capabilities: wire.Capabilities | None, path: str) -> dict[str, list[str]] | None:
     if capabilities is None:
         return None
+    from hostjob.runtime import caps
+
     out: dict[str, list[str]] = {}
     for name in caps.SETS:
         values = getattr(capabilities, name)
@@ -625,6 +626,8 @@ def exec_process(
     if additional_gids is not None:
         process.additional_gids = list(additional_gids)
     if capabilities and process.capabilities is not None:
+        from hostjob.runtime import caps
+
         for cap in capabilities:
             if cap not in caps.NUMBERS:
                 raise ConfigError(f"unknown capability {cap!r}")

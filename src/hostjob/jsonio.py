@@ -53,7 +53,12 @@ def _where(text: str, pos: int) -> str:
 
 
 def loads(data: bytes | str) -> Any:
-    text = data.decode("utf-8-sig") if isinstance(data, bytes | bytearray) else data
+    if isinstance(data, bytes | bytearray):
+        text = data.decode()
+        if text.startswith("\ufeff"):
+            text = text[1:]  # a UTF-8 BOM, as "utf-8-sig" drops it (without importing that codec)
+    else:
+        text = data
     start = len(text) - len(text.lstrip(_WHITESPACE))
     try:
         value, end = _scan(text, start)

@@ -1,11 +1,19 @@
-"""Small ctypes wrappers for the Linux system calls the standard library lacks.
+"""Small wrappers for the Linux system calls the standard library lacks.
 
-The one ctypes module of hostjob, imported lazily (ctypes itself is loaded on the
-first call, not at import). Each wrapper is a thin, documented call that raises
-``OSError`` with the errno on failure; callers turn that into a ``HostjobError``.
+The one module of hostjob that calls C, imported lazily; the C binding itself is
+made on the first call, not at import. Each wrapper is a thin, documented call
+that raises ``OSError`` with the errno on failure; callers turn that into a
+``HostjobError``.
 
-Syscall numbers of the new mount API (open_tree 428 ... fspick 433) are the same on
-every architecture, from the unified table of Linux 5.1.
+The binding is CPython's ``_ctypes`` (what ``ctypes`` is built on) used directly:
+``import ctypes`` costs ~2-4 ms (its ``__init__`` defines every C type, imports
+``struct``, ``types`` and ``ctypes._endian``), ``_ctypes`` ~0.5 ms, and a runtime
+command that mounts, unmounts, drops capabilities or clones into a cgroup is a
+fresh interpreter that pays it every time. ``_Binding`` makes the few C types and
+function pointers used here exactly as ``ctypes.CDLL``/``PyDLL`` would.
+
+Syscall numbers of the new mount API (open_tree 428 ... fspick 433) and of clone3
+(435) are the same on every architecture, from the unified table of Linux 5.1.
 """
 
 from __future__ import annotations
@@ -62,23 +70,92 @@ MOUNT_ATTR_NOSUID = 0x2
 MOUNT_ATTR_NODEV = 0x4
 AT_FDCWD = -100
 
-_libc: Any = None
+
+class _Binding:
+    """libc through ``_ctypes``: ``libc`` as ``ctypes.CDLL(None, use_errno=True)``,
+    ``pyapi`` as ``ctypes.PyDLL(None, use_errno=True)`` (called with the GIL held),
+    and the C types the wrappers pass (``ctypes.c_long`` ... as ``Long`` ...)."""
+
+    Long: Any
+    ULong: Any
+    UInt32: Any
+    UInt64: Any
+    byref: Any
+    sizeof: Any
+    get_errno: Any
+    libc: Any
+    pyapi: Any
+
+    def __init__(self) -> None:
+        import _ctypes as _c
+
+        c: Any = _c  # typeshed's generic _SimpleCData cannot be subscripted at run time
+
+        class Int(c._SimpleCData):  # type: ignore[misc]
+            _type_ = "i"
+
+        class Long(c._SimpleCData):  # type: ignore[misc]
+            _type_ = "l"
+
+        class ULong(c._SimpleCData):  # type: ignore[misc]
+            _type_ = "L"
+
+        class UInt32(c._SimpleCData):  # type: ignore[misc]
+            _type_ = "I"
+
+        class UInt64(c._SimpleCData):  # type: ignore[misc]
+            _type_ = "Q"
+
+        class Function(c.CFuncPtr):  # type: ignore[misc]
+            _flags_ = c.FUNCFLAG_CDECL | c.FUNCFLAG_USE_ERRNO
+            _restype_ = Int
+
+        class PythonFunction(c.CFuncPtr):  # type: ignore[misc]
+            _flags_ = c.FUNCFLAG_CDECL | c.FUNCFLAG_USE_ERRNO | c.FUNCFLAG_PYTHONAPI
+            _restype_ = Int
+
+        self.Long = Long
+        self.ULong = ULong
+        self.UInt32 = UInt32
+        self.UInt64 = UInt64
+        self.byref = c.byref
+        self.sizeof = c.sizeof
+        self.get_errno = c.get_errno
+        # dlopen(NULL): the program and the libraries it links, libc and CPython's API.
+        self.libc = _Library(c.dlopen(None, 0), Function)
+        self.pyapi = _Library(self.libc._handle, PythonFunction)
+
+
+class _Library:
+    """``lib.name``: the C function ``name`` (looked up once), as CDLL's attributes."""
+
+    def __init__(self, handle: int, function: Any) -> None:
+        self._handle = handle  # the attribute name _ctypes.CFuncPtr((name, lib)) reads
+        self._function = function
+
+    def __getattr__(self, name: str) -> Any:
+        func = self._function((name, self))
+        setattr(self, name, func)
+        return func
+
+
+_binding: _Binding | None = None
+
+
+def _ffi() -> _Binding:
+    global _binding
+    if _binding is None:
+        _binding = _Binding()
+    return _binding
 
 
 def _lib() -> Any:
-    global _libc
-    if _libc is None:
-        import ctypes
-
-        _libc = ctypes.CDLL(None, use_errno=True)
-    return _libc
+    return _ffi().libc
 
 
 def _check(result: int, *context: str) -> int:
     if result < 0:
-        import ctypes
-
-        err = ctypes.get_errno()
+        err = _ffi().get_errno()
         raise OSError(err, os.strerror(err), *context[:1])
     return result
 
@@ -145,36 +222,86 @@ _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 def capset(effective: int, permitted: int, inheritable: int) -> None:
     """capset(2): this thread's capability sets, from 64-bit masks."""
-    import ctypes
-
-    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)  # version, pid (0 = self)
-    data = (ctypes.c_uint32 * 6)()  # {effective, permitted, inheritable} x 2 words
+    ffi = _ffi()
+    header = (ffi.UInt32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)  # version, pid (0 = self)
+    data = (ffi.UInt32 * 6)()  # {effective, permitted, inheritable} x 2 words
     for word in (0, 1):
         shift = 32 * word
         data[3 * word] = (effective >> shift) & 0xFFFFFFFF
         data[3 * word + 1] = (permitted >> shift) & 0xFFFFFFFF
         data[3 * word + 2] = (inheritable >> shift) & 0xFFFFFFFF
-    _check(_lib().capset(ctypes.byref(header), ctypes.byref(data)), "capset")
+    _check(_lib().capset(ffi.byref(header), ffi.byref(data)), "capset")
 
 
 def _ulong(value: int) -> Any:
-    import ctypes
-
-    return ctypes.c_ulong(value)
+    return _ffi().ULong(value)
 
 
 def _syscall(number: int, *args: Any) -> int:
-    import ctypes
+    ffi = _ffi()
+    func = ffi.libc.syscall
+    func.restype = ffi.Long
+    converted = [ffi.Long(arg) if isinstance(arg, int) else arg for arg in args]
+    return int(func(ffi.Long(number), *converted))
 
-    lib = _lib()
-    lib.syscall.restype = ctypes.c_long
-    converted = []
-    for arg in args:
-        if isinstance(arg, int):
-            converted.append(ctypes.c_long(arg))
-        else:
-            converted.append(arg)
-    return int(lib.syscall(ctypes.c_long(number), *converted))
+
+# --- clone3 into a cgroup ----------------------------------------------------------------
+
+SYS_CLONE3 = 435
+CLONE_INTO_CGROUP = 0x200000000
+# struct clone_args up to its ``cgroup`` field (CLONE_ARGS_SIZE_VER2, Linux 5.7): eleven u64.
+_CLONE_ARGS_WORDS = 11
+_CLONE_ARGS_CGROUP = 10
+
+
+def fork_into_cgroup(cgroup_fd: int) -> int:
+    """``clone3(CLONE_INTO_CGROUP)``: ``os.fork()``, the child born in the cgroup2
+    directory ``cgroup_fd``. Returns 0 in the child and its pid in the parent.
+
+    The kernel places the child while copying it, under the read side of the lock a
+    later write to ``cgroup.procs`` takes for writing (an RCU grace period, 5-24 ms).
+    Raises OSError, the parent unchanged: ENOSYS (no clone3, or a seccomp filter),
+    E2BIG or EINVAL (no CLONE_INTO_CGROUP: Linux < 5.7), EBADF (not a cgroup2 fd),
+    EBUSY or EOPNOTSUPP (the cgroup cannot take a process), EACCES, ...
+
+    The call holds the GIL throughout (``PyDLL``): through a plain C call another
+    thread could take the GIL while the process is copied, and the child would wait
+    forever for it. Python's side of a fork happens as ``os.fork()`` does it:
+    ``PyOS_BeforeFork`` (before-fork handlers, the import lock), then
+    ``PyOS_AfterFork_Child`` (the GIL, thread states and the import lock re-made,
+    ``threading`` told, after-fork handlers) or ``PyOS_AfterFork_Parent``. What a raw
+    clone3 skips is glibc's side of fork(): re-making libc's internal locks (malloc
+    arenas, stdio, the loader) and the thread's cached TID in the child. So:
+
+    * call it only from a single-threaded process: with no other thread, no libc lock
+      can be held across the copy (the caller checks; a threaded one uses os.fork());
+    * the child may run ordinary Python (allocate, import, read and write files, make
+      syscalls, signal itself: glibc asks the kernel for its TID there) and must end
+      in ``execve`` or ``os._exit``; it must not start threads or call ``pthread_*``
+      functions on itself (they would address the parent's TID), or rely on ``atexit``.
+    """
+    if TYPE_CHECKING:
+        import signal as _signal
+    else:
+        import _signal  # signal's C half, without its enum wrappers
+
+    ffi = _ffi()
+    api = ffi.pyapi
+    api.syscall.restype = ffi.Long
+    args = (ffi.UInt64 * _CLONE_ARGS_WORDS)()
+    args[0] = CLONE_INTO_CGROUP  # flags
+    args[4] = _signal.SIGCHLD  # exit_signal: a child like fork's
+    args[_CLONE_ARGS_CGROUP] = cgroup_fd
+    api.PyOS_BeforeFork()
+    pid = api.syscall(ffi.Long(SYS_CLONE3), ffi.byref(args), ffi.Long(ffi.sizeof(args)))
+    if pid == 0:
+        api.PyOS_AfterFork_Child()
+        return 0
+    err = ffi.get_errno()
+    api.PyOS_AfterFork_Parent()
+    if pid < 0:
+        raise OSError(err, os.strerror(err), "clone3")
+    return int(pid)
 
 
 def fsopen(fsname: str, flags: int = FSOPEN_CLOEXEC) -> int:

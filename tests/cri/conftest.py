@@ -109,7 +109,7 @@ def build_pause(dest: Path) -> None:
 
 @pytest.fixture(scope="package")
 def cri_images(tmp_path_factory: pytest.TempPathFactory) -> CriImages:
-    require_peer("cc", "gcc")
+    require_peer("probes", "gcc")
     require_peer("image", "busybox")
     work = tmp_path_factory.mktemp("cri-images")
     pause_dir = work / "pause"

@@ -1,5 +1,8 @@
 """The import pin on real containers: every runtime command of a whole lifecycle
-imports only light standard-library modules (each command is a fresh interpreter)."""
+imports only light standard-library modules (each command is a fresh interpreter),
+C bindings (`_ctypes`, never the `ctypes` package) only where a syscall the standard
+library lacks is due, and the read-only commands exactly the hostjob modules pinned
+here: a new import on their path shows up as a failure, with the module named."""
 
 from __future__ import annotations
 
@@ -11,8 +14,42 @@ from pathlib import Path
 from tests.helpers import REPO, base_config, new_id
 from tests.unit.test_imports import FORBIDDEN
 
-# What a command may still need: `run` makes itself a subreaper (prctl, via ctypes).
-ALLOWED = {"run": {"ctypes"}}
+# Where the job has a cgroup2 cgroup (a v2 host, a hybrid host's unified hierarchy), its
+# processes are started in it by clone3(CLONE_INTO_CGROUP): create, exec and run bind C.
+CGROUP2 = os.path.isfile("/sys/fs/cgroup/cgroup.controllers") or os.path.isfile(
+    "/sys/fs/cgroup/unified/cgroup.controllers"
+)
+CLONE3 = {"_ctypes"} if CGROUP2 else set()
+# What a command may still need: `run` also makes itself a subreaper (prctl).
+ALLOWED = {"run": {"_ctypes"}, "create": CLONE3, "exec": CLONE3}
+CLONE3_COMMANDS = ("create", "exec", "run")
+
+# The hostjob modules of the commands that only read or signal (no mounts, no config
+# conversion, no cgroup manager but for delete).
+COMMON = {
+    "hostjob", "hostjob.cgroups", "hostjob.cli", "hostjob.cli.args", "hostjob.cli.commands",
+    "hostjob.cli.main", "hostjob.config", "hostjob.errors", "hostjob.faults", "hostjob.jsonio",
+    "hostjob.log", "hostjob.runtime", "hostjob.runtime.container", "hostjob.runtime.proc",
+    "hostjob.runtime.signals", "hostjob.runtime.status", "hostjob.runtime.store", "hostjob.spec",
+    "hostjob.spec._decode",
+}  # fmt: skip
+MANAGER = (
+    "hostjob.cgroups.v2"
+    if os.path.isfile("/sys/fs/cgroup/cgroup.controllers")
+    else "hostjob.cgroups.v1"
+)
+PINNED = {
+    "start": COMMON | {"hostjob.cli.commands.start"},
+    "state": COMMON | {"hostjob.cli.commands.state", "hostjob.spec.state", "hostjob.mountinfo"},
+    "list": COMMON | {"hostjob.cli.commands.list", "hostjob.spec.state", "hostjob.mountinfo"},
+    "kill": COMMON | {"hostjob.cli.commands.kill", "hostjob.mountinfo"},
+    "delete": COMMON
+    | {"hostjob.cli.commands.delete", "hostjob.mountinfo", "hostjob.cgroups._manager"}
+    | {"hostjob.fsutil"}  # the state directory is removed fd-relative
+    | {"hostjob.cgroups._fs", MANAGER},
+}
+# Loaded only when the killed init has not quite left its cgroup yet (cgroup.kill).
+OPTIONAL = {"delete": {"hostjob.cgroups._core2"}}
 
 
 def modules_of(root: Path, argv: list[str], tmp_path: Path) -> tuple[int, set[str]]:
@@ -63,3 +100,13 @@ def test_lifecycle_imports(tmp_path: Path, bundle) -> None:
         assert not any(m.startswith(("hostjob.images", "hostjob.cli.render")) for m in modules), (
             argv
         )
+        assert "ctypes" not in modules, f"{argv[0]} imports ctypes, not just _ctypes"
+        if argv[0] in CLONE3_COMMANDS:
+            assert ("_ctypes" in modules) == bool(ALLOWED[argv[0]]), argv[0]
+        pinned = PINNED.get(argv[0])
+        if pinned is not None:
+            ours = {m for m in modules if m.startswith("hostjob")}
+            ours -= OPTIONAL.get(argv[0], set())
+            assert ours == pinned, (
+                f"{argv[0]}: new {sorted(ours - pinned)}, no longer {sorted(pinned - ours)}"
+            )

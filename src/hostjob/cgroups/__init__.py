@@ -11,9 +11,10 @@ How the runtime uses a manager::
 
     cg = open_manager(resolve_path(cfg.cgroups_path, cid, systemd))
     cg.create(cfg.resources)     # mkdir in every hierarchy, limits applied
-    files = cg.procs_files()     # before fork: a plain list, no syscalls
-    # in the child, between fork and exec:
-    join(files)                  # writes b"0" to each: the init is in the job
+    entry = cg.entry()           # before fork: plain paths, no syscalls
+    # fork, or clone3(CLONE_INTO_CGROUP) into entry.unified (hostjob.runtime.init);
+    # in the child, before anything else:
+    entry.join(unified=not started_in_unified)   # the init is in the job
     ...
     cg.terminate(grace)          # the job ends: SIGTERM, SIGKILL after grace
     cg.destroy()                 # SIGKILL leftovers, rmdir everywhere
@@ -23,9 +24,9 @@ See ``hostjob.cgroups._manager.Manager`` for the whole interface.
 
 from __future__ import annotations
 
+import errno
 import os
 
-from hostjob import mountinfo
 from hostjob.errors import CgroupError, ConfigError
 
 TYPE_CHECKING = False
@@ -34,12 +35,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CGROUP_PARENT",
+    "Entry",
     "Hierarchy",
     "Manager",
     "Mounts",
     "detect",
     "expand_slice",
-    "join",
+    "frozen",
     "mounts_at",
     "open_manager",
     "parse_mountinfo",
@@ -113,6 +115,8 @@ def parse_mountinfo(text: str) -> Mounts:
     root; the cgroup2 mount at ``/sys/fs/cgroup`` (v2) or ``/sys/fs/cgroup/unified``
     (hybrid) wins over others.
     """
+    from hostjob import mountinfo
+
     v1: dict[tuple[str, ...], Hierarchy] = {}
     unified: Hierarchy | None = None
     for mount in mountinfo.parse(text):
@@ -156,7 +160,7 @@ def detect() -> Mounts:
     global _detected
     if _detected is None:
         try:
-            with open(mountinfo.MOUNTINFO, "rb") as f:
+            with open("/proc/self/mountinfo", "rb") as f:
                 text = f.read().decode("utf-8", "surrogateescape")
         except OSError as err:
             raise CgroupError(f"cannot read /proc/self/mountinfo: {err.strerror}") from None
@@ -267,21 +271,96 @@ def resolve_path(cgroups_path: str, container_id: str, systemd: bool = False) ->
     return _clean(f"{CGROUP_PARENT}/{cgroups_path}", what)
 
 
-def join(procs_files: list[str]) -> None:
-    """Move the calling process into the job (``Manager.procs_files()``).
+class Entry:
+    """How a new process enters the job: what ``Manager.entry()`` hands the runtime
+    before it forks (plain paths, computed when the manager is made).
 
-    What the container's init runs between fork and exec: one open, write and
-    close per hierarchy, nothing else. Raises CgroupError naming the file.
+    ``unified``: the job's directory in a cgroup2 hierarchy (a v2 host, or the unified
+    hierarchy of a hybrid one), or None. The runtime starts the process there with
+    ``clone3(CLONE_INTO_CGROUP)`` when it can (``hostjob.runtime.init``): a move into a
+    cgroup2 cgroup after the fact can only go through ``cgroup.procs``, which takes the
+    kernel's write lock on every process's cgroup membership (``cgroup_threadgroup_rwsem``)
+    and so waits for an RCU grace period, 5-24 ms. ``tasks``: the job's ``tasks`` file
+    in each v1 hierarchy.
     """
-    for path in procs_files:
+
+    __slots__ = ("tasks", "unified")
+
+    def __init__(self, tasks: list[str], unified: str | None) -> None:
+        self.tasks = tasks
+        self.unified = unified
+
+    def __repr__(self) -> str:
+        return f"Entry(tasks={self.tasks!r}, unified={self.unified!r})"
+
+    def join(self, *, unified: bool = True) -> None:
+        """Move the calling process into the job; ``unified=False`` when it was born in
+        the job's cgroup2 cgroup (clone3) and only the v1 hierarchies are left.
+
+        What the container's process runs first after the fork: one open, write and
+        close per hierarchy, nothing else. On v1 the value ``0`` goes into ``tasks``,
+        which moves only the calling thread -- the whole process, since a forked child
+        is single-threaded -- and skips that lock (``cgroup.procs`` would take it). On
+        cgroup2, ``tasks`` does not exist and ``cgroup.threads`` cannot cross a domain:
+        ``cgroup.procs`` it is. Raises CgroupError naming the file.
+        """
+        for path in self.tasks:
+            _write_zero(path)
+        if unified and self.unified is not None:
+            _write_zero(self.unified + "/cgroup.procs")
+
+
+def _write_zero(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                os.write(fd, b"0")
-            finally:
-                os.close(fd)
-        except OSError as err:
-            raise CgroupError(f"cannot join cgroup: writing 0 to {path}: {err.strerror}") from None
+            os.write(fd, b"0")
+        finally:
+            os.close(fd)
+    except OSError as err:
+        raise CgroupError(f"cannot join cgroup: writing 0 to {path}: {err.strerror}") from None
+
+
+def frozen(path: str) -> bool:
+    """Whether the job at ``path`` is frozen itself (``paused``), not merely through an
+    ancestor; False where nothing can freeze it.
+
+    The question every status check asks (``state``, ``list``, ``start``, ``kill``...):
+    answered with one or two reads, without a manager and the modules it loads. Same
+    answer as ``Manager.frozen()``: the v1 freezer where there is one, else the
+    cgroup2 ``cgroup.freeze``.
+    """
+    path = _clean(path, "cgroup path")
+    mounts = detect()
+    freezer = mounts.hierarchy("freezer") if mounts.version == 1 else None
+    if freezer is not None:
+        base = freezer.mountpoint.rstrip("/") + path
+        own = _read_optional(base + "/freezer.self_freezing")
+        if own is not None:
+            return own.strip() == b"1"
+        return (_read_optional(base + "/freezer.state") or b"").strip() == b"FROZEN"
+    if mounts.unified is not None:
+        value = _read_optional(mounts.unified.mountpoint.rstrip("/") + path + "/cgroup.freeze")
+        return (value or b"").strip() == b"1"
+    return False
+
+
+def _read_optional(path: str) -> bytes | None:
+    """A small cgroupfs file; None if it (or its cgroup) does not exist."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise CgroupError(f"cannot read {path}: {err.strerror}") from None
+    try:
+        return os.read(fd, 4096)
+    except OSError as err:
+        if err.errno == errno.ENODEV:  # the cgroup was removed under us
+            return None
+        raise CgroupError(f"cannot read {path}: {err.strerror}") from None
+    finally:
+        os.close(fd)
 
 
 def open_manager(path: str, *, root: str | None = None, mounts: Mounts | None = None) -> Manager:

@@ -5,9 +5,10 @@ hierarchy. It is a plain object: constructing it touches nothing; ``create``
 makes the directories and applies limits; the other verbs work on a cgroup made
 earlier (by this or another hostjob process).
 
-Joining: the container's init writes ``b"0"`` to each of ``procs_files()``
-between fork and exec (``add(pid)`` does the same from outside). Ending:
-``terminate(grace)`` (SIGTERM, then SIGKILL) and ``destroy()``.
+Joining: the container's processes enter through ``entry()`` (``hostjob.cgroups.Entry``:
+born in the cgroup2 cgroup by clone3, ``tasks`` on v1) between fork and exec; any
+other process can write ``b"0"`` to each of ``procs_files()`` (``add(pid)`` moves one
+from outside). Ending: ``terminate(grace)`` (SIGTERM, then SIGKILL) and ``destroy()``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import os
 import time
 
 from hostjob.cgroups import _fs
-from hostjob.cgroups import resources as _res
 from hostjob.errors import CgroupError, MissingController
 
 TYPE_CHECKING = False
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+    from hostjob.cgroups import Entry
     from hostjob.spec.runtime import Resources
 else:
     import _signal as _sig  # signal without its enum wrappers (~3 ms of imports)
@@ -249,9 +250,17 @@ class Manager:
     def procs_files(self) -> list[str]:
         """The ``cgroup.procs`` files a process writes ``0`` to, to join the job.
 
-        Computed when the manager is made: no syscalls. Do not mutate the list.
+        Computed when the manager is made: no syscalls. Do not mutate the list. The
+        container's own processes use ``entry()`` instead, which is faster.
         """
         return self._procs
+
+    def entry(self) -> Entry:
+        """How the container's processes enter the job (see ``hostjob.cgroups.Entry``).
+
+        Computed from the manager's paths: no syscalls.
+        """
+        raise NotImplementedError
 
     def add(self, pid: int) -> None:
         """Move process ``pid`` (and its threads) into the job, in every hierarchy."""
@@ -378,6 +387,9 @@ class Manager:
     def _check(self, res: Resources | None, available: set[str]) -> None:
         """Validate, and refuse limits whose controller is missing (before any mkdir)."""
         if res is not None:
+            # Only create and update check limits: delete, kill, ps never load this.
+            from hostjob.cgroups import resources as _res
+
             _res.validate(res, self.version)
             for controller, field in _res.requirements(res, self.version):
                 if controller not in available:

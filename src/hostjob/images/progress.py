@@ -8,8 +8,8 @@ or nothing.
 
 from __future__ import annotations
 
+import _thread
 import sys
-import threading
 import time
 
 TYPE_CHECKING = False
@@ -107,7 +107,7 @@ class PlainRenderer:
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self.seen: set[tuple[str, str]] = set()
-        self.lock = threading.Lock()
+        self.lock = _thread.allocate_lock()  # threading.Lock, without importing threading
 
     def __call__(self, event: Event) -> None:
         key = (event.kind, event.item)
@@ -150,7 +150,7 @@ class RichRenderer:
             transient=False,
         )
         self.tasks: dict[str, Any] = {}
-        self.lock = threading.Lock()
+        self.lock = _thread.allocate_lock()  # threading.Lock, without importing threading
         self.progress.start()
 
     def __call__(self, event: Event) -> None:

@@ -24,10 +24,9 @@ are ignored.
 
 from __future__ import annotations
 
-import json
 import os
 
-from hostjob import log
+from hostjob import jsonio, log
 from hostjob.config import (
     ANNOTATION_INHERIT_USER,
     ANNOTATION_MOUNT_MODE,
@@ -169,7 +168,7 @@ def _words(entrypoint: str) -> list[str]:
     """``--entrypoint``: a JSON array (``'["/bin/app", "-v"]'``) or one program."""
     if entrypoint.startswith("["):
         try:
-            words = json.loads(entrypoint)
+            words = jsonio.loads(entrypoint)
         except ValueError:
             raise InvalidArgument(f"--entrypoint {entrypoint!r} is not a JSON array") from None
         if not isinstance(words, list) or not all(isinstance(w, str) for w in words):

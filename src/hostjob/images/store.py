@@ -31,13 +31,11 @@ verified blob.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import stat
-import tempfile
 import time
 
-from hostjob import faults, fsutil
+from hostjob import faults, fsutil, jsonio
 from hostjob.errors import (
     DigestMismatch,
     ImageError,
@@ -269,8 +267,6 @@ class Store:
 
     def read_blob(self, digest: str, limit: int = 64 << 20) -> bytes:
         """A small (metadata) blob's bytes, re-verified."""
-        import hashlib
-
         try:
             with open(self.blob_path(digest), "rb") as f:
                 data = f.read(limit + 1)
@@ -279,7 +275,7 @@ class Store:
         if len(data) > limit:
             raise ImageError(f"blob {digest} is too large for metadata")
         algorithm = digest.partition(":")[0]
-        if f"{algorithm}:{hashlib.new(algorithm, data).hexdigest()}" != digest:
+        if f"{algorithm}:{_hexdigest(algorithm, data)}" != digest:
             raise DigestMismatch(f"stored blob {digest} is corrupt")
         return data
 
@@ -323,7 +319,7 @@ class Store:
             # digest is what a killed pull left (SPEC §9), removed before we start.
             prefix = f".tmp-{encoded}-"
             _remove_stale(os.path.dirname(path), prefix)
-            fd, tmp = tempfile.mkstemp(prefix=prefix, dir=os.path.dirname(path))
+            fd, tmp = _temp_file(os.path.dirname(path), prefix)
             try:
                 with os.fdopen(fd, "wb") as f:
                     writer = BlobWriter(f, algorithm, size, on_bytes)
@@ -403,7 +399,7 @@ class Store:
             self._close_root()
         try:
             with open(self._path("images.json"), "rb") as f:
-                data = json.load(f)
+                data = jsonio.loads(f.read())
         except FileNotFoundError:
             return {}
         except ValueError as err:
@@ -618,8 +614,8 @@ class Store:
             if not entry.endswith(".json") or entry.startswith("."):
                 continue
             try:
-                with open(self._path("containers", entry)) as f:
-                    out[entry[:-5]] = json.load(f)
+                with open(self._path("containers", entry), "rb") as f:
+                    out[entry[:-5]] = jsonio.loads(f.read())
             except (OSError, ValueError):
                 continue
         return out
@@ -975,11 +971,10 @@ def _platform_of(config: spec.ImageConfig) -> str:
 
 def _write_json(path: str, data: object) -> None:
     folder, base = os.path.split(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{base}.", dir=folder)
+    fd, tmp = _temp_file(folder, f".{base}.")
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.write("\n")
+        with os.fdopen(fd, "wb") as f:
+            f.write(jsonio.dumps(_sorted_keys(data), 1).encode() + b"\n")
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
@@ -1041,6 +1036,41 @@ def _tree_size(path: str) -> int:
 
 def _remove_path(path: str) -> None:
     fsutil.remove_tree(path)  # a file, a symlink or a whole tree; a missing one is fine
+
+
+def _sorted_keys(value: Any) -> Any:
+    """``value`` with every object's keys in order (stable, diffable store files)."""
+    if type(value) is dict:
+        return {k: _sorted_keys(value[k]) for k in sorted(value)}
+    if type(value) is list:
+        return [_sorted_keys(v) for v in value]
+    return value
+
+
+def _temp_file(folder: str, prefix: str) -> tuple[int, str]:
+    """A new file (O_EXCL, 0600) named ``prefix`` + a random suffix: tempfile.mkstemp,
+    without what importing tempfile costs (shutil, random, weakref: ~3 ms)."""
+    for _ in range(100):
+        path = os.path.join(folder, f"{prefix}{os.urandom(6).hex()}")
+        try:
+            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            return os.open(path, flags, 0o600), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name in {folder}")
+
+
+def _hexdigest(algorithm: str, data: bytes) -> str:
+    """The digest of a small blob, by CPython's own sha256/sha512 (built in): hashlib's
+    OpenSSL backend costs ~3 ms to load, which a cached ``run`` would pay for two
+    metadata blobs. Big blobs (pulls) go through hashlib."""
+    if algorithm in ("sha256", "sha512"):
+        module: Any = __import__(f"_{algorithm}")  # no type stubs for these
+        digest: str = getattr(module, algorithm)(data).hexdigest()
+        return digest
+    import hashlib
+
+    return hashlib.new(algorithm, data).hexdigest()
 
 
 def walk_blobs(store: Store) -> Iterator[str]:

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from hostjob.runtime.execute import ExecOptions
     from hostjob.runtime.init import Child
     from hostjob.spec import runtime as wire
+    from hostjob.spec.state import State
 
 # How long a detached job's other processes get between SIGTERM and SIGKILL once
 # its init has exited (SPEC §5), unless HOSTJOB_STOP_GRACE says otherwise.
@@ -174,19 +175,19 @@ class Container:
             return Status.STOPPED
         if os.path.exists(self.store.fifo(self.id)):
             return Status.CREATED
-        if self.cgroup().frozen():
+        if cgroups.frozen(record.config.cgroups_path):
             return Status.PAUSED
         return Status.RUNNING
 
-    def state(self) -> wire.State:
+    def state(self) -> State:
         """The runtime-spec state, in runc's shape."""
-        from hostjob.spec import runtime as wire
+        from hostjob.spec.state import OCI_VERSION, State
 
         current = self.status
         record = self.record
         job = record.config if record is not None else None
-        return wire.State(
-            oci_version=job.oci_version if job else wire.OCI_VERSION,
+        return State(
+            oci_version=job.oci_version if job else OCI_VERSION,
             id=self.id,
             pid=record.pid if record is not None and current != Status.STOPPED else 0,
             status=current,
@@ -246,7 +247,7 @@ class Container:
         options: CreateOptions | None = None,
     ) -> tuple[Container, Child]:
         """``create`` from a converted config; also returns the child's handle (for ``run``)."""
-        from hostjob.runtime import hooks, init, resolve
+        from hostjob.runtime import init, resolve
 
         options = options or CreateOptions()
         store = StateStore(root)
@@ -298,7 +299,7 @@ class Container:
             plan = resolve.plan(job, job.process)
             if options.image is not None and plan.user.uid != 0:
                 store.open_for_user(container_id)
-            setup = init.ChildSetup(plan, manager.procs_files())
+            setup = init.ChildSetup(plan, manager.entry())
             setup.fifo = fifo
             setup.console = options.console_socket
             listen = _listen_fds()
@@ -315,9 +316,15 @@ class Container:
             record.start_time = proc.start_time(child.pid) or 0
             store.write(record)
             faults.point("create:after-fork")
-            state = container._hook_state(Status.CREATING, child.pid)
-            for point in ("prestart", "createRuntime", "createContainer"):
-                hooks.run_hooks(point, job.hooks_for(point), state)
+            points = [
+                p for p in ("prestart", "createRuntime", "createContainer") if job.hooks_for(p)
+            ]
+            if points:
+                from hostjob.runtime import hooks
+
+                state = container._hook_state(Status.CREATING, child.pid)
+                for point in points:
+                    hooks.run_hooks(point, job.hooks_for(point), state)
             faults.point("create:before-created")
             record.phase = PHASE_CREATED
             store.write(record)

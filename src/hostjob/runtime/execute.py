@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from hostjob.errors import HostjobError
-from hostjob.runtime import init, mounts, proc, resolve, status
+from hostjob.runtime import init, proc, resolve, status
 from hostjob.runtime.foreground import TerminalPair, wait_attached
 from hostjob.runtime.store import write_pid_file
 
@@ -50,10 +50,12 @@ def exec_process(container: Container, process: ProcessConfig, options: ExecOpti
             raise HostjobError("cannot allocate a tty for a detached exec without --console-socket")
         terminal = TerminalPair()
         console = terminal.child_fd
-    setup = init.ChildSetup(resolve.plan(job, process), container.cgroup().procs_files())
+    setup = init.ChildSetup(resolve.plan(job, process), container.cgroup().entry())
     setup.console = console
     setup.extra_fds = options.preserve_fds
     if job.mount_mode == "bind":
+        from hostjob.runtime import mounts
+
         setup.enter_namespace = mounts.join_namespace(record.pid, record.start_time)
     master = -1
     child = None

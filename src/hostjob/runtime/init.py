@@ -1,12 +1,23 @@
 """Starting a container process: the fork, and the child's set-up up to exec.
 
-The runtime forks; the child (runc's ``runc init``, here plain Python after
-``os.fork``) joins the job's cgroup first, so that everything it does is
-accounted, then sets up its session, terminal, limits and identity, finds its
-program as the target user, reports "ready" over a close-on-exec pipe and,
-for ``create``, blocks on the ``exec.fifo`` until ``start``. Any failure before
-that point is sent over the pipe and ``create`` reports it: a missing program
-never becomes a process that exits 127.
+The runtime forks; the child (runc's ``runc init``, here plain Python after the
+fork) joins the job's cgroup first, so that everything it does is accounted,
+then sets up its session, terminal, limits and identity, finds its program as
+the target user, reports "ready" over a close-on-exec pipe and, for ``create``,
+blocks on the ``exec.fifo`` until ``start``. Any failure before that point is
+sent over the pipe and ``create`` reports it: a missing program never becomes a
+process that exits 127.
+
+The fork and the join (``hostjob.cgroups.Entry``) avoid the kernel's RCU grace
+period that a write to ``cgroup.procs`` waits for (5-24 ms, most of a ``run``):
+where the job has a cgroup2 cgroup, the child is born in it by
+``clone3(CLONE_INTO_CGROUP)`` (``hostjob.linux.fork_into_cgroup``, which says
+what its child may do); v1 hierarchies are joined through ``tasks``. clone3 is
+used only by a single-threaded runtime (every CLI command; a library caller
+with threads gets ``os.fork()``); where it fails (no clone3 or
+CLONE_INTO_CGROUP, a seccomp filter, a cgroup that cannot take a process),
+``os.fork()`` and a write to ``cgroup.procs`` do the same, slower, and report
+the real error if there is one. ``HOSTJOB_NO_CLONE3=1`` forces that path (tests).
 
 Protocol on the report pipe (child -> runtime): ``R`` when set up, then EOF at
 exec; or ``E<message>`` and exit.
@@ -19,7 +30,6 @@ import os
 import resource
 import time
 
-from hostjob import cgroups
 from hostjob.errors import HostjobError, StartError
 from hostjob.runtime import resolve
 from hostjob.runtime.proc import env_dict, exit_code
@@ -29,6 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+    from hostjob.cgroups import Entry
     from hostjob.config import Hook
     from hostjob.runtime.resolve import LaunchPlan
 
@@ -42,18 +53,18 @@ class ChildSetup:
     __slots__ = (
         "console",
         "enter_namespace",
+        "entry",
         "extra_fds",
         "fifo",
         "hook_state",
         "listen_fds",
         "plan",
-        "procs_files",
         "start_hooks",
     )
 
-    def __init__(self, plan: LaunchPlan, procs_files: list[str]) -> None:
+    def __init__(self, plan: LaunchPlan, entry: Entry) -> None:
         self.plan = plan
-        self.procs_files = procs_files
+        self.entry = entry
         self.fifo: str | None = None  # create: block here until start
         self.console: str | int | None = None  # --console-socket path, or a socket fd (run -t)
         self.extra_fds = 0  # fds 3.. passed through (LISTEN_FDS + --preserve-fds)
@@ -94,12 +105,12 @@ class Child:
 def spawn(setup: ChildSetup) -> Child:
     """Fork the container process and wait until it is set up (or failed)."""
     report_r, report_w = os.pipe()
-    pid = os.fork()
+    pid, in_unified = _fork(setup.entry.unified)
     if pid == 0:  # the child: never returns
         os.close(report_r)
         code = 1
         try:
-            _child_main(setup, report_w)
+            _child_main(setup, report_w, in_unified)
         except HostjobError as err:
             _report(report_w, ERROR + str(err).encode())
         except OSError as err:
@@ -118,6 +129,48 @@ def spawn(setup: ChildSetup) -> Child:
     if message.startswith(ERROR):
         raise StartError(message[1:].decode(errors="replace"))
     raise StartError(f"container process died during set-up (exit status {exit_code(status)})")
+
+
+# Set once clone3 or CLONE_INTO_CGROUP proved missing: later spawns go straight to fork.
+_clone3_missing = False
+
+
+def _fork(unified: str | None) -> tuple[int, bool]:
+    """Fork the container process; (pid or 0, whether the child was born in ``unified``)."""
+    global _clone3_missing
+    if (
+        unified is None
+        or _clone3_missing
+        or os.environ.get("HOSTJOB_NO_CLONE3") == "1"
+        or not _single_threaded()
+    ):
+        return os.fork(), False
+    from hostjob import linux
+
+    try:
+        fd = os.open(unified, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return os.fork(), False  # the fallback's write names the problem
+    try:
+        return linux.fork_into_cgroup(fd), True
+    except OSError as err:
+        # As crun does: any failure falls back to fork, whose cgroup.procs write then
+        # either works (a kernel or seccomp filter without clone3) or names the problem.
+        if err.errno in (errno.ENOSYS, errno.E2BIG, errno.EINVAL):
+            _clone3_missing = True
+        return os.fork(), False
+    finally:
+        os.close(fd)  # the child's copy is closed with every other fd
+
+
+def _single_threaded() -> bool:
+    """Whether this process has one thread (field 20 of /proc/self/stat)."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rindex(b")") + 2 :].split()[17] == b"1"
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def _read_exact(fd: int, size: int) -> bytes:
@@ -149,15 +202,15 @@ def _report(fd: int, message: bytes) -> None:
 # --- the child ------------------------------------------------------------------------------
 
 
-def _child_main(setup: ChildSetup, report_fd: int) -> None:
+def _child_main(setup: ChildSetup, report_fd: int, in_unified: bool) -> None:
+    # The job first: every later step, and every process the program starts, is in it.
+    setup.entry.join(unified=not in_unified)
+
     plan = setup.plan
     keep = {0, 1, 2, report_fd, *range(3, 3 + setup.extra_fds)}
     if isinstance(setup.console, int):
         keep.add(setup.console)
     _close_fds_except(keep)
-
-    # The job first: every later step, and every process the program starts, is in it.
-    cgroups.join(setup.procs_files)
 
     # Every step names what it did when it fails (runc names the file or setting).
     try:

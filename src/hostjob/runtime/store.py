@@ -15,7 +15,7 @@ import errno
 import fcntl
 import os
 
-from hostjob import fsutil, jsonio
+from hostjob import jsonio
 from hostjob.errors import (
     ConfigError,
     ContainerExists,
@@ -267,6 +267,8 @@ class StateStore:
         if not os.path.lexists(path):
             return
         _unmount_under(path)
+        from hostjob import fsutil
+
         fsutil.remove_tree(path)
 
 
@@ -278,7 +280,7 @@ def _unmount_under(path: str) -> None:
     points = mounts_under(real)
     if not points:
         return
-    from hostjob import linux
+    from hostjob import fsutil, linux
 
     # A lazy unmount takes the mounts below with it: only the outermost ones are
     # unmounted, each reached without following a symlink (the ones below may lie in

@@ -9,8 +9,6 @@ reports malformed content as an ``ImageError`` naming the blob.
 
 from __future__ import annotations
 
-import json
-
 from hostjob.errors import ConfigError, ImageError
 from hostjob.spec._decode import (
     Model,
@@ -387,12 +385,11 @@ def decode_docker_archive_manifest(data: object) -> list[DockerArchiveEntry]:
 
 
 def parse_json(raw: bytes, what: str) -> object:
-    from hostjob.jsonio import check_strings
+    # hostjob.jsonio, not json: reading a stored image (a cached `run`) must not load re.
+    from hostjob import jsonio
 
     try:
-        value = json.loads(raw)
-        check_strings(raw, value)
-        return value
+        return jsonio.loads(raw)
     except (ValueError, UnicodeDecodeError) as err:
         raise ImageError(f"{what} is not valid JSON: {err}") from None
 
@@ -423,4 +420,6 @@ def sniff_media_type(raw: bytes) -> str | None:
 
 def canonical_json(value: object) -> bytes:
     """Compact, key-sorted JSON: the form hostjob writes every blob it makes in."""
+    import json  # only `pack` and imports make blobs
+
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()

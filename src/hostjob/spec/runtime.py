@@ -25,6 +25,14 @@ from hostjob.spec._decode import (
     uint64,
 )
 
+# The state document lives on its own: `state` and `list` print it without loading
+# every config model below. Re-exported here, with the rest of the spec.
+from hostjob.spec.state import OCI_VERSION as OCI_VERSION
+from hostjob.spec.state import State as State
+
+# The state document lives on its own: `state` and `list` print it without loading
+# every config model below. Re-exported here, where the rest of the spec is.
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -643,49 +651,3 @@ class Spec(Model):
         ("windows", "windows", model(Windows)),
         ("vm", "vm", json_object),
     )
-
-
-class State(Model):
-    """The runtime-spec state document, as ``hostjob state`` prints it: runc's shape,
-    plus the job container's mount mode and sandbox mount point as extra fields."""
-
-    __slots__ = (
-        "annotations",
-        "bundle",
-        "created",
-        "id",
-        "mount_mode",
-        "mount_point",
-        "oci_version",
-        "owner",
-        "pid",
-        "rootfs",
-        "status",
-    )
-    oci_version: str | None
-    id: str | None
-    pid: int | None
-    status: str | None
-    bundle: str | None
-    rootfs: str | None
-    created: str | None
-    annotations: dict[str, str] | None
-    owner: str | None
-    mount_mode: str | None
-    mount_point: str | None
-    FIELDS = (
-        ("ociVersion", "oci_version", string),
-        ("id", "id", string),
-        ("pid", "pid", integer),
-        ("status", "status", string),
-        ("bundle", "bundle", string),
-        ("rootfs", "rootfs", string),
-        ("created", "created", string),
-        ("annotations", "annotations", string_map),
-        ("owner", "owner", string),
-        ("mountMode", "mount_mode", string),
-        ("mountPoint", "mount_point", string),
-    )
-
-
-OCI_VERSION = "1.2.0"

@@ -93,7 +93,13 @@ def spawn() -> Iterator[Spawn]:
 
     def start(*argv: str, join: list[str] | None = None, **kw: object) -> subprocess.Popen[bytes]:
         def enter() -> None:
-            cg.join(join or [])  # what the runtime's init does between fork and exec
+            # Between fork and exec, as any process can join a job from outside hostjob.
+            for path in join or []:
+                fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+                try:
+                    os.write(fd, b"0")
+                finally:
+                    os.close(fd)
 
         p = subprocess.Popen(list(argv) or ["sleep", "60"], preexec_fn=enter, **kw)  # type: ignore[call-overload]
         procs.append(p)

@@ -95,13 +95,23 @@ def test_mkdir_reports_existing(tmp_path: Path) -> None:
         _fs.mkdir(str(tmp_path / "x" / "y"))
 
 
-def test_join_writes_zero_to_each_file(tmp_path: Path) -> None:
+def test_entry_join_writes_zero_to_tasks_then_unified_procs(tmp_path: Path) -> None:
     import hostjob.cgroups as cg
 
-    files = [str(tmp_path / f"procs{i}") for i in range(3)]
-    for f in files:
+    tasks = [str(tmp_path / f"tasks{i}") for i in range(3)]
+    unified = tmp_path / "unified"
+    unified.mkdir()
+    for f in [*tasks, str(unified / "cgroup.procs")]:
         Path(f).write_text("")
-    cg.join(files)
-    assert [Path(f).read_text() for f in files] == ["0", "0", "0"]
+    entry = cg.Entry(tasks, str(unified))
+    # Born in the unified cgroup (clone3): only the v1 tasks files are written.
+    entry.join(unified=False)
+    assert [Path(f).read_text() for f in tasks] == ["0", "0", "0"]
+    assert (unified / "cgroup.procs").read_text() == ""
+    # The fallback (os.fork): cgroup.procs of the unified cgroup too.
+    entry.join()
+    assert (unified / "cgroup.procs").read_text() == "0"
     with pytest.raises(CgroupError, match=r"cannot join cgroup: writing 0 to .*/nope: No such"):
-        cg.join([*files, str(tmp_path / "nope")])
+        cg.Entry([*tasks, str(tmp_path / "nope")], None).join()
+    with pytest.raises(CgroupError, match=r"writing 0 to .*/gone/cgroup.procs: No such"):
+        cg.Entry([], str(tmp_path / "gone")).join()

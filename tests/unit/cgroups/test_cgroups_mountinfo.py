@@ -174,6 +174,21 @@ def test_open_manager_picks_the_version(tmp_path: Path) -> None:
     assert v2.procs_files() == ["/sys/fs/cgroup/a/b/cgroup.procs"]
 
 
+def test_entry_is_tasks_on_v1_and_the_cgroup2_directory() -> None:
+    # The container's processes: v1 through `tasks` (no grace period), cgroup2 by
+    # clone3(CLONE_INTO_CGROUP) into the directory (hybrid: the unified mount's).
+    entry = cg.open_manager("/a/b", mounts=cg.parse_mountinfo(SPLIT)).entry()
+    assert entry.tasks == [
+        "/sys/fs/cgroup/cpu/a/b/tasks",
+        "/sys/fs/cgroup/cpuacct/a/b/tasks",
+        "/sys/fs/cgroup/memory/a/b/tasks",
+        "/sys/fs/cgroup/systemd/a/b/tasks",
+    ]
+    assert entry.unified == "/sys/fs/cgroup/unified/a/b"
+    entry = cg.open_manager("/a/b", mounts=cg.parse_mountinfo(V2)).entry()
+    assert entry.tasks == [] and entry.unified == "/sys/fs/cgroup/a/b"
+
+
 def test_manager_protocol_is_exported() -> None:
     from hostjob.cgroups._manager import Manager
 

@@ -168,3 +168,53 @@ def test_parse_never_crashes(text):
     assert parse(str(ref)) == ref or not ref.is_registry
     if ref.is_registry:
         assert ".." not in ref.repository.split("/")
+
+
+# The distribution grammar as regular expressions (what reference.py checked with before
+# it dropped `re` from the runtime path): its plain checks must agree with them exactly.
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+GRAMMAR = {
+    reference.is_domain: (
+        rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[0-9A-Fa-f:.]+\])(?::[0-9]+)?"
+    ),
+    reference.is_path_component: r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*",
+    reference.is_tag: r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}",
+    reference.is_digest: r"(?:sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128})",
+}
+# Characters that matter to one rule or another, plus a few that matter to none.
+_ALPHABET = "aAzZ09f._-:[]@/ é٣\n"
+
+
+@pytest.mark.parametrize("check", list(GRAMMAR), ids=lambda f: f.__name__)
+@given(text=st.text(alphabet=_ALPHABET, max_size=24))
+def test_plain_grammar_checks_agree_with_the_regular_expressions(check, text: str) -> None:  # type: ignore[no-untyped-def]
+    import re
+
+    assert check(text) == bool(re.fullmatch(GRAMMAR[check], text)), text
+
+
+@pytest.mark.parametrize(
+    ("check", "text", "ok"),
+    [
+        (reference.is_domain, "a-b.example.com:5000", True),
+        (reference.is_domain, "[fe80::1%eth0]", False),
+        (reference.is_domain, "[::1]:", False),
+        (reference.is_domain, "host:\uff15\uff10\uff10\uff10", False),  # digits, but not ASCII ones
+        (reference.is_domain, "-a.b", False),
+        (reference.is_path_component, "a__b", True),
+        (reference.is_path_component, "a___b", False),
+        (reference.is_path_component, "a---b", True),
+        (reference.is_path_component, "a._b", False),
+        (reference.is_tag, "_" + "a" * 127, True),
+        (reference.is_tag, "a" * 129, False),
+        (reference.is_tag, ".a", False),
+        (reference.is_digest, "sha512:" + "0" * 128, True),
+        (reference.is_digest, "sha256:" + "A" * 64, False),
+        (reference.is_digest, "md5:" + "0" * 32, False),
+    ],
+)
+def test_plain_grammar_edges(check, text: str, ok: bool) -> None:  # type: ignore[no-untyped-def]
+    assert check(text) is ok
+    import re
+
+    assert bool(re.fullmatch(GRAMMAR[check], text)) is ok

@@ -8,7 +8,6 @@ its ``cgroup.kill`` ends the job atomically.
 
 from __future__ import annotations
 
-from hostjob.cgroups import _core2
 from hostjob.cgroups._fs import Dir
 from hostjob.cgroups._manager import SIGKILL, Manager, OOMWatcher, mkdir_p, rmdirs
 from hostjob.errors import CgroupError, CgroupExists, MissingController
@@ -17,7 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.cgroups import Mounts
+    from hostjob.cgroups import Entry, Mounts
     from hostjob.spec.runtime import CPU, Resources
 
 
@@ -61,11 +60,21 @@ class V1Manager(Manager):
             self._mountpoints.append(self._unified_mount)
         super().__init__(path, dirs)
 
+    def entry(self) -> Entry:
+        from hostjob.cgroups import Entry
+
+        unified = self._unified.path if self._unified is not None else None
+        return Entry([d.path + "/tasks" for d in self._dirs if d is not self._unified], unified)
+
     def dir(self, controller: str) -> Dir | None:
         """The job's directory in the hierarchy of a v1 controller."""
         return self._by_controller.get(controller)
 
     def _unified_controllers(self) -> set[str]:
+        # _core2 (cgroup2's core files) is imported where used: delete, ps and the v1
+        # freezer never need it.
+        from hostjob.cgroups import _core2
+
         if self._unified is None:
             return set()
         root = Dir(self._unified_mount)
@@ -75,6 +84,8 @@ class V1Manager(Manager):
             root.close()
 
     def create(self, resources: Resources | None = None, *, exclusive: bool = False) -> None:
+        from hostjob.cgroups import _core2
+
         unified = self._unified_controllers()
         available = set(self._by_controller) | unified
         self._check(resources, available)
@@ -111,6 +122,8 @@ class V1Manager(Manager):
             raise
 
     def update(self, resources: Resources) -> None:
+        from hostjob.cgroups import _core2
+
         if not self.exists():
             raise CgroupError(f"cgroup {self.path} does not exist")
         available = set(self._by_controller)
@@ -171,6 +184,8 @@ class V1Manager(Manager):
 
             freezer.freeze(d)
         else:
+            from hostjob.cgroups import _core2
+
             _core2.freeze(d)
 
     def thaw(self) -> None:
@@ -180,6 +195,8 @@ class V1Manager(Manager):
 
             freezer.thaw(d)
         else:
+            from hostjob.cgroups import _core2
+
             _core2.thaw(d)
 
     def frozen(self) -> bool:
@@ -188,9 +205,13 @@ class V1Manager(Manager):
             from hostjob.cgroups.v1 import freezer
 
             return freezer.frozen(d)
+        from hostjob.cgroups import _core2
+
         return _core2.frozen(d)
 
     def kill_all(self, sig: int) -> None:
+        from hostjob.cgroups import _core2
+
         if sig == SIGKILL and self._unified is not None and _core2.kill(self._unified):
             # Atomic and fork-proof for everything in the unified cgroup; rounds catch
             # any process that joined only v1 hierarchies.

@@ -12,6 +12,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from hostjob.cgroups import Entry
     from hostjob.spec.runtime import Resources
 
 
@@ -27,6 +28,11 @@ class V2Manager(Manager):
         self.mountpoint = mountpoint.rstrip("/")
         self._dir = Dir(self.mountpoint + path)
         super().__init__(path, [self._dir])
+
+    def entry(self) -> Entry:
+        from hostjob.cgroups import Entry
+
+        return Entry([], self._dir.path)
 
     def create(self, resources: Resources | None = None, *, exclusive: bool = False) -> None:
         root = Dir(self.mountpoint)
