@@ -30,7 +30,7 @@ COMMON = {
     "hostjob", "hostjob.cgroups", "hostjob.cli", "hostjob.cli.args", "hostjob.cli.commands",
     "hostjob.cli.main", "hostjob.config", "hostjob.errors", "hostjob.faults", "hostjob.jsonio",
     "hostjob.log", "hostjob.runtime", "hostjob.runtime.container", "hostjob.runtime.proc",
-    "hostjob.runtime.signals", "hostjob.runtime.status", "hostjob.runtime.store", "hostjob.spec",
+    "hostjob.runtime.status", "hostjob.runtime.store", "hostjob.spec", "hostjob.fsutil",
     "hostjob.spec._decode",
 }  # fmt: skip
 MANAGER = (
@@ -45,7 +45,6 @@ PINNED = {
     "kill": COMMON | {"hostjob.cli.commands.kill", "hostjob.mountinfo"},
     "delete": COMMON
     | {"hostjob.cli.commands.delete", "hostjob.mountinfo", "hostjob.cgroups._manager"}
-    | {"hostjob.fsutil"}  # the state directory is removed fd-relative
     | {"hostjob.cgroups._fs", MANAGER},
 }
 # Loaded only when the killed init has not quite left its cgroup yet (cgroup.kill).

@@ -39,18 +39,21 @@ def test_an_unexpected_exception_is_one_line(monkeypatch, capsys) -> None:
     assert err == "internal error: ValueError: embedded null byte\n"
 
 
-def test_pid_file_temp_never_writes_through_a_symlink(tmp_path) -> None:
-    """Issue 7: the pid file's temp name is predictable (.NAME.PID.tmp) in the caller's
-    directory; a symlink planted there made root write the pid through it."""
+def test_pid_file_temp_never_writes_through_a_symlink(tmp_path, monkeypatch) -> None:
+    """Issue 7: the pid file's temp file lies in the caller's directory; a symlink
+    planted at its name (here: the name it draws first) made root write the pid
+    through it. Now a planted name is skipped, never followed."""
     import os
 
     from hostjob.runtime.store import write_pid_file
 
+    draws = iter([b"\0" * 6, b"\1" * 6])
+    monkeypatch.setattr(os, "urandom", lambda n: next(draws))
     victim = tmp_path / "victim"
     victim.write_text("precious")
-    planted = tmp_path / f".pid.{os.getpid()}.tmp"
+    planted = tmp_path / f".pid.tmp-{'00' * 6}"
     planted.symlink_to(victim)
     write_pid_file(str(tmp_path / "pid"), 1234)
     assert victim.read_text() == "precious"
     assert (tmp_path / "pid").read_text() == "1234"
-    assert not planted.exists() and not planted.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [planted.name, "pid", "victim"]

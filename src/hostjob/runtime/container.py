@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import os
 import select
-import time
 
 from hostjob import cgroups, faults, log
 from hostjob.errors import (
@@ -28,7 +27,7 @@ from hostjob.runtime import proc, status
 
 # hooks, init, mounts and resolve are imported by the verbs that use them: `state`,
 # `kill` and `start` are whole commands of their own and should not pay for them.
-from hostjob.runtime.signals import sig
+from hostjob.runtime.proc import sig
 from hostjob.runtime.status import Status
 from hostjob.runtime.store import (
     DEFAULT_ROOT,
@@ -56,13 +55,6 @@ if TYPE_CHECKING:
 DEFAULT_STOP_GRACE = 5.0
 
 __all__ = ["Container", "Status"]
-
-
-def _now_rfc3339_nano() -> str:
-    ns = time.time_ns()
-    seconds, fraction = divmod(ns, 1_000_000_000)
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
-    return f"{stamp}.{fraction:09d}Z"
 
 
 def stop_grace() -> float:
@@ -248,6 +240,7 @@ class Container:
     ) -> tuple[Container, Child]:
         """``create`` from a converted config; also returns the child's handle (for ``run``)."""
         from hostjob.runtime import init, resolve
+        from hostjob.units import rfc3339_nano
 
         options = options or CreateOptions()
         store = StateStore(root)
@@ -268,7 +261,7 @@ class Container:
             pid=0,
             start_time=0,
             phase=PHASE_CREATING,
-            created=_now_rfc3339_nano(),
+            created=rfc3339_nano(),
             owner="",
             config=job,
             undo=[],
@@ -352,15 +345,13 @@ class Container:
 
         job = self.config
         if options.bundle_config is not None:
-            from hostjob import jsonio
+            from hostjob import fsutil, jsonio
 
             # 0600: the directory may be opened to the job's user (open_for_user), and
             # the config holds the --env values.
             path = os.path.join(self.store.dir(self.id), "config.json")
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(path, flags, 0o600)
-            with open(fd, "w") as f:
-                f.write(jsonio.dumps(options.bundle_config, 2) + "\n")
+            data = jsonio.dumps(options.bundle_config, 2) + "\n"
+            fsutil.write_atomic(path, data.encode(), mode=0o600)
         if options.image is not None:
             mounts.mount_image(
                 self.id, job, options.image, options.image_store or "", self._record_change

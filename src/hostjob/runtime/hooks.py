@@ -11,8 +11,7 @@ import os
 
 from hostjob import faults, jsonio
 from hostjob.errors import HookError
-from hostjob.runtime.proc import env_dict, exit_code, wait_pidfd
-from hostjob.runtime.signals import sig
+from hostjob.runtime.proc import env_dict, exit_code, sig, wait_pidfd
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

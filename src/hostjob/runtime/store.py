@@ -1,6 +1,6 @@
 """The state store: ``<root>/<id>/`` holds one container's state.
 
-* ``state.json`` — the ``Record`` (written atomically: temp file + rename, so a
+* ``state.json`` — the ``Record`` (written atomically, ``fsutil.write_atomic``: a
   reader never sees half a file and a crash never leaves one);
 * ``exec.fifo`` — runc's start handshake, present while the container is created.
 
@@ -12,10 +12,9 @@ other; readers (``state``, ``list``) take no lock, thanks to the atomic writes.
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 
-from hostjob import jsonio
+from hostjob import fsutil, jsonio
 from hostjob.errors import (
     ConfigError,
     ContainerExists,
@@ -103,26 +102,6 @@ class Record(Model):
     )
 
 
-class Lock:
-    """An flock held on a container's state directory (released on close)."""
-
-    __slots__ = ("fd",)
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def release(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def __enter__(self) -> Lock:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
 class StateStore:
     __slots__ = ("root",)
 
@@ -161,7 +140,7 @@ class StateStore:
         overlay, nosuid,nodev, whose files keep the image's own modes.)"""
         os.chmod(self.dir(container_id), 0o711)
 
-    def create(self, container_id: str) -> Lock:
+    def create(self, container_id: str) -> fsutil.FileLock:
         """Make the container's directory and lock it; the ID must be new."""
         path = self.dir(container_id)
         self._ensure_root()
@@ -171,39 +150,29 @@ class StateStore:
             raise ContainerExists(container_id) from None
         except PermissionError:
             raise PermissionDenied(f"cannot create {path}: hostjob needs root") from None
-        return self._lock_dir(path, container_id, fcntl.LOCK_EX)
+        return self._lock_dir(path, container_id)
 
-    def lock(self, container_id: str) -> Lock:
+    def lock(self, container_id: str) -> fsutil.FileLock:
         """Lock an existing container exclusively (waits for other commands on it)."""
-        return self._lock_dir(self.dir(container_id), container_id, fcntl.LOCK_EX)
+        return self._lock_dir(self.dir(container_id), container_id)
 
-    def _lock_dir(self, path: str, container_id: str, how: int) -> Lock:
+    def _lock_dir(self, path: str, container_id: str) -> fsutil.FileLock:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except FileNotFoundError:
             raise ContainerNotFound(container_id) from None
         except PermissionError:
             raise PermissionDenied(f"cannot open {path}: hostjob needs root") from None
-        fcntl.flock(fd, how)
+        lock = fsutil.lock_fd(fd)
         # The directory may have been deleted while we waited for the lock.
         if os.fstat(fd).st_nlink == 0:
-            os.close(fd)
+            lock.release()
             raise ContainerNotFound(container_id)
-        return Lock(fd)
+        return lock
 
     def creator_alive(self, container_id: str) -> bool:
         """True while some command holds the container's lock (e.g. create in progress)."""
-        try:
-            fd = os.open(self.dir(container_id), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)
-        return False
+        return fsutil.is_locked(self.dir(container_id))
 
     def owner(self, container_id: str) -> str:
         """The name of the user who owns the container (its state directory)."""
@@ -238,15 +207,8 @@ class StateStore:
         return record
 
     def write(self, record: Record) -> None:
-        directory = self.dir(record.id)
-        tmp = os.path.join(directory, f".{STATE_FILE}.tmp")
-        data = jsonio.dumps(record.to_json()).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        os.rename(tmp, os.path.join(directory, STATE_FILE))
+        path = os.path.join(self.dir(record.id), STATE_FILE)
+        fsutil.write_atomic(path, jsonio.dumps(record.to_json()).encode(), mode=0o600)
 
     def ids(self) -> list[str]:
         try:
@@ -267,8 +229,6 @@ class StateStore:
         if not os.path.lexists(path):
             return
         _unmount_under(path)
-        from hostjob import fsutil
-
         fsutil.remove_tree(path)
 
 
@@ -280,7 +240,7 @@ def _unmount_under(path: str) -> None:
     points = mounts_under(real)
     if not points:
         return
-    from hostjob import fsutil, linux
+    from hostjob import linux
 
     # A lazy unmount takes the mounts below with it: only the outermost ones are
     # unmounted, each reached without following a symlink (the ones below may lie in
@@ -298,19 +258,6 @@ def _unmount_under(path: str) -> None:
 
 
 def write_pid_file(path: str, pid: int) -> None:
-    """Digits only, no newline, atomically (containerd and conmon read it at once)."""
-    path = os.path.abspath(path)
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    # O_EXCL | O_NOFOLLOW: the temp name is predictable, and the directory is the
-    # caller's; a symlink planted there must not make root write through it.
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(tmp, flags, 0o644)
-    except FileExistsError:
-        os.unlink(tmp)  # a leftover of a killed command with our pid, or a plant
-        fd = os.open(tmp, flags, 0o644)
-    try:
-        os.write(fd, str(pid).encode())
-    finally:
-        os.close(fd)
-    os.rename(tmp, path)
+    """Digits only, no newline, atomically (containerd and conmon read it at once). The
+    directory is the caller's: the temp file never writes through a planted symlink."""
+    fsutil.write_atomic(os.path.abspath(path), str(pid).encode())
