@@ -588,7 +588,7 @@ def load_process(path: str) -> ProcessConfig:
     return process_config(wire.Process.decode(data, "process"), "process")
 
 
-def exec_process(
+def process_for_exec(
     base: ProcessConfig,
     args: list[str],
     *,

@@ -30,7 +30,7 @@ COMMON = {
     "hostjob", "hostjob.cgroups", "hostjob.cli", "hostjob.cli.args", "hostjob.cli.commands",
     "hostjob.cli.main", "hostjob.config", "hostjob.errors", "hostjob.faults", "hostjob.jsonio",
     "hostjob.log", "hostjob.runtime", "hostjob.runtime.container", "hostjob.runtime.proc",
-    "hostjob.runtime.status", "hostjob.runtime.store", "hostjob.spec", "hostjob.fsutil",
+    "hostjob.runtime.status", "hostjob.runtime.state_dir", "hostjob.spec", "hostjob.fsutil",
     "hostjob.spec._decode",
 }  # fmt: skip
 MANAGER = (

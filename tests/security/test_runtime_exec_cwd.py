@@ -92,7 +92,7 @@ def test_exec_cwd_creation_under_a_racer(hj: Hostjob, bundle, tmp_path: Path) ->
     ran = refused = 0
     with racing([(str(work / "new"), str(work / "lnk"))], user=NOBODY):
         for i in range(ATTEMPTS):
-            process = config.exec_process(
+            process = config.process_for_exec(
                 container.config.process, ["true"], cwd=f"/work/new/sub{i}"
             )
             try:

@@ -45,7 +45,7 @@ def test_pid_file_temp_never_writes_through_a_symlink(tmp_path, monkeypatch) -> 
     through it. Now a planted name is skipped, never followed."""
     import os
 
-    from hostjob.runtime.store import write_pid_file
+    from hostjob.runtime.state_dir import write_pid_file
 
     draws = iter([b"\0" * 6, b"\1" * 6])
     monkeypatch.setattr(os, "urandom", lambda n: next(draws))

@@ -26,7 +26,7 @@ PUBLIC = [
     "NotSupported",
     "PermissionDenied",
     "ImageError",
-    "ReferenceError",
+    "InvalidReference",
     "RegistryError",
     "DigestMismatch",
     "UnpackError",

@@ -28,8 +28,7 @@ from hostjob.runtime import proc, status
 # hooks, init, mounts and resolve are imported by the verbs that use them: `state`,
 # `kill` and `start` are whole commands of their own and should not pay for them.
 from hostjob.runtime.proc import sig
-from hostjob.runtime.status import Status
-from hostjob.runtime.store import (
+from hostjob.runtime.state_dir import (
     DEFAULT_ROOT,
     PHASE_CREATED,
     PHASE_CREATING,
@@ -38,6 +37,7 @@ from hostjob.runtime.store import (
     validate_id,
     write_pid_file,
 )
+from hostjob.runtime.status import Status
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -563,9 +563,9 @@ class Container:
 
     def exec(self, process: ProcessConfig, options: ExecOptions | None = None) -> int:
         """Run another process in the job; its exit status (0 once it runs, detached)."""
-        from hostjob.runtime.execute import ExecOptions, exec_process
+        from hostjob.runtime.execute import ExecOptions, exec_in_container
 
-        return exec_process(self, process, options or ExecOptions())
+        return exec_in_container(self, process, options or ExecOptions())
 
 
 def _refuse_existing_cgroup(path: str) -> None:

@@ -14,7 +14,7 @@ import os
 from hostjob.errors import HostjobError
 from hostjob.runtime import init, proc, resolve, status
 from hostjob.runtime.foreground import TerminalPair, wait_attached
-from hostjob.runtime.store import write_pid_file
+from hostjob.runtime.state_dir import write_pid_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class ExecOptions:
         self.preserve_fds = preserve_fds
 
 
-def exec_process(container: Container, process: ProcessConfig, options: ExecOptions) -> int:
+def exec_in_container(container: Container, process: ProcessConfig, options: ExecOptions) -> int:
     status.require_exec(container.id, container.status)
     job = container.config
     record = container.record

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hostjob.cli.args import FLAG, Command, Option
 from hostjob.errors import ContainerNotFound, StateCorrupt
-from hostjob.runtime.store import StateStore
+from hostjob.runtime.state_dir import StateStore
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -51,7 +51,7 @@ def run(args: Args, ctx: Context) -> int:
             if not text.isdigit():
                 raise InvalidArgument(f"invalid additional gid {text!r}")
             gids.append(int(text))
-        process = config.exec_process(
+        process = config.process_for_exec(
             container.config.process,
             args.command,
             env=args.env,

@@ -22,7 +22,7 @@ from hostjob.cli.commands.create import CREATE_OPTIONS
 from hostjob.errors import InvalidArgument
 from hostjob.runtime.container import CreateOptions
 from hostjob.runtime.run import run as run_container
-from hostjob.runtime.store import validate_id
+from hostjob.runtime.state_dir import validate_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The state store: ``<root>/<id>/`` holds one container's state.
+"""The state directories: ``<root>/<id>/`` holds one container's state.
 
 * ``state.json`` — the ``Record`` (written atomically, ``fsutil.write_atomic``: a
   reader never sees half a file and a crash never leaves one);
