@@ -28,7 +28,7 @@ CLONE3_COMMANDS = ("create", "exec", "run")
 # conversion, no cgroup manager but for delete).
 COMMON = {
     "hostjob", "hostjob.cgroups", "hostjob.cli", "hostjob.cli.args", "hostjob.cli.commands",
-    "hostjob.cli.main", "hostjob.config", "hostjob.errors", "hostjob.faults", "hostjob.jsonio",
+    "hostjob.cli.main", "hostjob.job", "hostjob.errors", "hostjob.faults", "hostjob.jsonio",
     "hostjob.log", "hostjob.runtime", "hostjob.runtime.container", "hostjob.runtime.proc",
     "hostjob.runtime.status", "hostjob.runtime.state_dir", "hostjob.spec", "hostjob.fsutil",
     "hostjob.spec._decode",

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostjob.config import ProcessConfig
+from hostjob.job import ProcessConfig
 from hostjob.runtime import resolve
 
 MP = "/var/lib/job/rootfs"

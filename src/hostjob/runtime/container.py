@@ -43,8 +43,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.config import JobConfig, ProcessConfig
     from hostjob.images.store import ResolvedImage
+    from hostjob.job import JobConfig, ProcessConfig
     from hostjob.runtime.execute import ExecOptions
     from hostjob.runtime.init import Child
     from hostjob.spec import runtime as wire
@@ -221,7 +221,7 @@ class Container:
         The calling process is the container process's parent until it exits (the
         CLI exits at once, so a subreaper such as containerd's shim adopts it).
         """
-        from hostjob.config import load_bundle
+        from hostjob.runtime.bundle import load_bundle
 
         validate_id(container_id)
         job = load_bundle(bundle, container_id)
@@ -277,7 +277,7 @@ class Container:
             faults.point("create:after-state-dir")
             manager = cgroups.open_manager(job.cgroups_path)
             try:
-                manager.create(job.resources(), exclusive=True)
+                manager.create(job.resources, exclusive=True)
             except CgroupExists:
                 # Made by someone else since the check above: never ours to touch.
                 record.cgroup = ""
@@ -541,16 +541,16 @@ class Container:
 
     def update(self, resources: wire.Resources) -> None:
         """Change the job's limits live; they are kept in the container's record."""
-        from hostjob.config import merge_resources
+        from hostjob.job import merge_resources
 
         with self.store.lock(self.id):
             self.reload()
             status.require_signal(self.id, self.status)
             record = self.record
             assert record is not None
-            merged = merge_resources(record.config.resources(), resources)
+            merged = merge_resources(record.config.resources, resources)
             self.cgroup().update(merged)
-            record.config.resources_json = merged.to_json()
+            record.config.set_resources(merged)
             self.store.write(record)
 
     def stats(self) -> dict[str, Any]:

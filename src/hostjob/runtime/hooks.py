@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.config import Hook
+    from hostjob.job import Hook
 
 
 def run_hooks(point: str, hooks: list[Hook], state: dict[str, Any]) -> None:

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from hostjob.cgroups import Entry
-    from hostjob.config import Hook
+    from hostjob.job import Hook
     from hostjob.runtime.resolve import LaunchPlan
 
 READY = b"R"
@@ -423,13 +423,13 @@ def _set_user(uid: int, gid: int, groups: list[int]) -> None:
 
 
 def _cap_name(cap: int) -> str:
-    from hostjob.runtime.caps import NAMES
+    from hostjob.linux import CAP_NAMES
 
-    return NAMES[cap] if cap < len(NAMES) else f"capability {cap}"
+    return CAP_NAMES[cap] if cap < len(CAP_NAMES) else f"capability {cap}"
 
 
 def _last_cap() -> int:
-    from hostjob.runtime.caps import last_cap
+    from hostjob.linux import last_cap
 
     return last_cap()
 
@@ -450,7 +450,8 @@ def _wait_for_start(fifo_fd: int) -> None:
 
 
 def _rlimit_name(number: int) -> str:
-    from hostjob.config import RLIMIT_NAMES, rlimit_number
+    from hostjob.config import RLIMIT_NAMES
+    from hostjob.runtime.resolve import rlimit_number
 
     for name in RLIMIT_NAMES:
         if hasattr(resource, name) and rlimit_number(name) == number:

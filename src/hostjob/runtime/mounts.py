@@ -38,8 +38,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from hostjob.config import JobConfig
     from hostjob.images.store import ResolvedImage
+    from hostjob.job import JobConfig
 
 
 # The undo log: (kind, path) entries, recorded before each change and undone in

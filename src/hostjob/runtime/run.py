@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from hostjob.config import JobConfig
     from hostjob.images.runspec import RunFlags
+    from hostjob.job import JobConfig
 
 
 def run(

@@ -28,7 +28,7 @@ from hostjob.spec._decode import Model, integer, list_of, string, string_list
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hostjob.config import JobConfig
+    from hostjob.job import JobConfig
 
 DEFAULT_ROOT = "/run/hostjob"
 STATE_FILE = "state.json"
@@ -55,8 +55,8 @@ def validate_id(container_id: str) -> str:
 
 def _job_config(value: object, path: str) -> JobConfig:
     # Imported here: `delete --force` of an unknown ID, `list -q` and the like never
-    # decode a record, and hostjob.config is the heaviest module they would pay for.
-    from hostjob.config import JobConfig
+    # decode a record.
+    from hostjob.job import JobConfig
 
     config: JobConfig = JobConfig.decode(value, path)
     return config

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 
-from hostjob import config
 from hostjob.cli.args import FLAG, INT, LIST, VALUE, Command, Option
 from hostjob.cli.commands.create import CREATE_OPTIONS
 from hostjob.errors import InvalidArgument
@@ -97,7 +96,9 @@ def _create_options(args: Args, ctx: Context) -> CreateOptions:
 def run(args: Args, ctx: Context) -> int:
     if _bundle_form(args):
         container_id = validate_id(args.target)
-        job = config.load_bundle(args.bundle or ".", container_id)
+        from hostjob.runtime.bundle import load_bundle
+
+        job = load_bundle(args.bundle or ".", container_id)
         return run_container(
             container_id,
             job,
