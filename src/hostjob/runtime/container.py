@@ -563,9 +563,12 @@ class Container:
 
     def exec(self, process: ProcessConfig, options: ExecOptions | None = None) -> int:
         """Run another process in the job; its exit status (0 once it runs, detached)."""
-        from hostjob.runtime.execute import ExecOptions, exec_in_container
+        from hostjob.runtime.execute import ExecOptions, exec_in_job
 
-        return exec_in_container(self, process, options or ExecOptions())
+        status.require_exec(self.id, self.status)
+        assert self.record is not None
+        entry = self.cgroup().entry()
+        return exec_in_job(self.config, self.record, entry, process, options or ExecOptions())
 
 
 def _refuse_existing_cgroup(path: str) -> None:

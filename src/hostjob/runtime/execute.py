@@ -15,14 +15,15 @@ from __future__ import annotations
 import os
 
 from hostjob.errors import ConfigError, HostjobError
-from hostjob.runtime import init, proc, resolve, status
+from hostjob.runtime import init, proc, resolve
 from hostjob.runtime.foreground import TerminalPair, wait_attached
 from hostjob.runtime.state_dir import write_pid_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hostjob.job import ProcessConfig
-    from hostjob.runtime.container import Container
+    from hostjob.cgroups import Entry
+    from hostjob.job import JobConfig, ProcessConfig
+    from hostjob.runtime.state_dir import Record
 
 
 class ExecOptions:
@@ -91,11 +92,11 @@ def process_for_exec(
     return process
 
 
-def exec_in_container(container: Container, process: ProcessConfig, options: ExecOptions) -> int:
-    status.require_exec(container.id, container.status)
-    job = container.config
-    record = container.record
-    assert record is not None
+def exec_in_job(
+    job: JobConfig, record: Record, entry: Entry, process: ProcessConfig, options: ExecOptions
+) -> int:
+    """Start ``process`` in the running job of ``record`` (its config ``job``, its
+    cgroup's ``entry``); ``Container.exec`` checks the status first."""
     terminal = None
     console: str | int | None = options.console_socket
     if process.terminal and console is None:
@@ -103,7 +104,7 @@ def exec_in_container(container: Container, process: ProcessConfig, options: Exe
             raise HostjobError("cannot allocate a tty for a detached exec without --console-socket")
         terminal = TerminalPair()
         console = terminal.child_fd
-    setup = init.ChildSetup(resolve.plan(job, process), container.cgroup().entry())
+    setup = init.ChildSetup(resolve.plan(job, process), entry)
     setup.console = console
     setup.extra_fds = options.preserve_fds
     if job.mount_mode == "bind":
