@@ -216,7 +216,8 @@ class JobConfig(Model):
 def merge_resources(base: Resources | None, overrides: Resources) -> Resources:
     """``base`` with every field ``overrides`` sets laid over it: a nested group
     (``memory``, ``cpu``, ...) field by field, anything else whole. Neither input is
-    changed. What ``windows.resources`` adds to ``linux.resources``, and what
+    changed (the result shares the values it leaves alone with them). What
+    ``windows.resources`` adds to ``linux.resources``, and what
     ``update`` changes in a running job."""
     merged = type(overrides)()
     for _key, attr, _decode in overrides.FIELDS:
