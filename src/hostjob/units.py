@@ -33,8 +33,8 @@ def parse_size(text: str, what: str = "size") -> int:
     number = value[: len(value) - len(suffix)]
     try:
         amount = float(number)
-    except ValueError:
-        raise InvalidArgument(f"invalid {what} {text!r} (use e.g. 512m or 2g)") from None
+    except ValueError as err:
+        raise InvalidArgument(f"invalid {what} {text!r} (use e.g. 512m or 2g)") from err
     if suffix not in _SIZE_SUFFIXES or amount < 0:
         raise InvalidArgument(f"invalid {what} {text!r} (use e.g. 512m or 2g)")
     return int(amount * _SIZE_SUFFIXES[suffix])

@@ -163,7 +163,7 @@ def detect() -> Mounts:
             with open("/proc/self/mountinfo", "rb") as f:
                 text = f.read().decode("utf-8", "surrogateescape")
         except OSError as err:
-            raise CgroupError(f"cannot read /proc/self/mountinfo: {err.strerror}") from None
+            raise CgroupError(f"cannot read /proc/self/mountinfo: {err.strerror}") from err
         _detected = parse_mountinfo(text)
     return _detected
 
@@ -302,13 +302,13 @@ def _read_optional(path: str) -> bytes | None:
     except FileNotFoundError:
         return None
     except OSError as err:
-        raise CgroupError(f"cannot read {path}: {err.strerror}") from None
+        raise CgroupError(f"cannot read {path}: {err.strerror}") from err
     try:
         return os.read(fd, 4096)
     except OSError as err:
         if err.errno == errno.ENODEV:  # the cgroup was removed under us
             return None
-        raise CgroupError(f"cannot read {path}: {err.strerror}") from None
+        raise CgroupError(f"cannot read {path}: {err.strerror}") from err
     finally:
         os.close(fd)
 

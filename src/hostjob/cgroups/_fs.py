@@ -103,7 +103,7 @@ class Dir:
         try:
             return self._dirfd()
         except OSError as err:
-            raise CgroupError(f"cannot open cgroup {self.path}: {_reason(err)}") from None
+            raise CgroupError(f"cannot open cgroup {self.path}: {_reason(err)}") from err
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -119,7 +119,7 @@ class Dir:
         try:
             return read_at(self._dirfd(), name).decode()
         except OSError as err:
-            raise CgroupError(f"cannot read {self.path}/{name}: {_reason(err)}") from None
+            raise CgroupError(f"cannot read {self.path}/{name}: {_reason(err)}") from err
 
     def read_optional(self, name: str) -> str | None:
         """The file's content, or None if this kernel (or controller) lacks it."""
@@ -130,7 +130,7 @@ class Dir:
         except OSError as err:
             if err.errno == errno.ENODEV:
                 return None
-            raise CgroupError(f"cannot read {self.path}/{name}: {_reason(err)}") from None
+            raise CgroupError(f"cannot read {self.path}/{name}: {_reason(err)}") from err
 
     def read_int(self, name: str) -> int:
         return parse_int(self.read(name), f"{self.path}/{name}")
@@ -188,8 +188,8 @@ def parse_int(text: str, what: str) -> int:
         return MAX_U64
     try:
         return int(value)
-    except ValueError:
-        raise CgroupError(f"cannot parse {what}: {value[:40]!r} is not a number") from None
+    except ValueError as err:
+        raise CgroupError(f"cannot parse {what}: {value[:40]!r} is not a number") from err
 
 
 def parse_keyed(text: str) -> dict[str, int]:

@@ -87,7 +87,7 @@ def _write_zero(path: str) -> None:
         finally:
             os.close(fd)
     except OSError as err:
-        raise CgroupError(f"cannot join cgroup: writing 0 to {path}: {err.strerror}") from None
+        raise CgroupError(f"cannot join cgroup: writing 0 to {path}: {err.strerror}") from err
 
 
 def warn_once(msg: str) -> None:
@@ -105,8 +105,8 @@ def signal_pidfd(fd: int, pid: int, sig: int) -> None:
         _sig.pidfd_send_signal(fd, sig)
     except ProcessLookupError:
         pass
-    except PermissionError:
-        raise CgroupError(f"cannot signal process {pid}: permission denied") from None
+    except PermissionError as err:
+        raise CgroupError(f"cannot signal process {pid}: permission denied") from err
 
 
 def collect_pids(path: str, out: set[int]) -> None:
@@ -119,7 +119,7 @@ def collect_pids(path: str, out: set[int]) -> None:
         if err.errno == errno.ENODEV:
             return  # removed under us
         if err.errno != errno.EOPNOTSUPP:
-            raise CgroupError(f"cannot read {path}/cgroup.procs: {err.strerror}") from None
+            raise CgroupError(f"cannot read {path}/cgroup.procs: {err.strerror}") from err
         # A threaded cgroup has no cgroup.procs to read; its threads signal their process.
         data = _fs.read_path(path + "/cgroup.threads")
     out.update(_fs.parse_pids(data))
@@ -142,7 +142,7 @@ def remove_tree(path: str) -> bool:
         return True
     except OSError as err:
         if err.errno not in (errno.EBUSY, errno.ENOTEMPTY):
-            raise CgroupError(f"cannot remove cgroup {path}: {err.strerror}") from None
+            raise CgroupError(f"cannot remove cgroup {path}: {err.strerror}") from err
     try:
         with os.scandir(path) as it:
             children = [e.path for e in it if e.is_dir(follow_symlinks=False)]
@@ -156,7 +156,7 @@ def remove_tree(path: str) -> bool:
         return True
     except OSError as err:
         if err.errno not in (errno.EBUSY, errno.ENOTEMPTY):
-            raise CgroupError(f"cannot remove cgroup {path}: {err.strerror}") from None
+            raise CgroupError(f"cannot remove cgroup {path}: {err.strerror}") from err
         return False
     return True
 
@@ -186,14 +186,14 @@ def mkdir_p(
                     if new_parent is not None and i < len(parts) - 1:
                         new_parent(current)
             return made
-        except FileNotFoundError:
+        except FileNotFoundError as err:
             # A deleting container removed an empty shared parent under our feet.
             if attempt == 2:
                 raise CgroupError(
                     f"cannot create cgroup {full}: its parent keeps vanishing"
-                ) from None
+                ) from err
         except OSError as err:
-            raise CgroupError(f"cannot create cgroup {full}: {err.strerror}") from None
+            raise CgroupError(f"cannot create cgroup {full}: {err.strerror}") from err
     return made
 
 

@@ -402,7 +402,7 @@ class Container:
             fd = os.open(self.store.fifo(self.id), os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as err:
             if err.errno in (errno.ENXIO, errno.ENOENT):
-                raise InvalidState("cannot start a container that has stopped") from None
+                raise InvalidState("cannot start a container that has stopped") from err
             raise
         try:
             os.write(fd, b"0")

@@ -54,7 +54,7 @@ def run_hook(point: str, index: int, hook: Hook, payload: bytes) -> None:
         except OSError as err:
             raise HookError(
                 f"{point} hook #{index} ({hook.path}) could not start: {err.strerror}"
-            ) from None
+            ) from err
         os.close(stdin_r)
         stdin_r = -1
         try:

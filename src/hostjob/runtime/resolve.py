@@ -171,10 +171,10 @@ def _from_username(name: str, gid: int | None, extra: list[int]) -> Credentials:
     # A group name: an unprivileged identity in that group, no account created.
     try:
         group_entry = grp.getgrnam(user)
-    except KeyError:
+    except KeyError as err:
         raise ConfigError(
             f"user {user!r} is neither a user nor a group on this host", "process.user.username"
-        ) from None
+        ) from err
     uid = overflow_uid()
     return Credentials(uid, group_entry.gr_gid, [group_entry.gr_gid, *extra], "/", None, None)
 
@@ -298,7 +298,7 @@ def _check_executable(arg0: str, candidate: str) -> None:
     except OSError as err:
         raise StartError(
             f'exec: "{arg0}": stat {candidate}: {(err.strerror or str(err)).lower()}'
-        ) from None
+        ) from err
     if os.path.isdir(candidate):
         raise StartError(f'exec: "{arg0}": is a directory')
     if not (st.st_mode & 0o111) or not os.access(candidate, os.X_OK):

@@ -119,10 +119,10 @@ class StateStore:
         # user can reach its image rootfs below it (see ``open_for_user``).
         try:
             os.makedirs(self.root, 0o711, exist_ok=True)
-        except PermissionError:
+        except PermissionError as err:
             raise PermissionDenied(
                 f"cannot create the state directory {self.root}: hostjob needs root"
-            ) from None
+            ) from err
         st = os.stat(self.root)
         if st.st_mode & 0o022:
             raise PermissionDenied(
@@ -146,10 +146,10 @@ class StateStore:
         self._ensure_root()
         try:
             os.mkdir(path, 0o700)
-        except FileExistsError:
-            raise ContainerExists(container_id) from None
-        except PermissionError:
-            raise PermissionDenied(f"cannot create {path}: hostjob needs root") from None
+        except FileExistsError as err:
+            raise ContainerExists(container_id) from err
+        except PermissionError as err:
+            raise PermissionDenied(f"cannot create {path}: hostjob needs root") from err
         return self._lock_dir(path, container_id)
 
     def lock(self, container_id: str) -> fsutil.FileLock:
@@ -159,10 +159,10 @@ class StateStore:
     def _lock_dir(self, path: str, container_id: str) -> fsutil.FileLock:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            raise ContainerNotFound(container_id) from None
-        except PermissionError:
-            raise PermissionDenied(f"cannot open {path}: hostjob needs root") from None
+        except FileNotFoundError as err:
+            raise ContainerNotFound(container_id) from err
+        except PermissionError as err:
+            raise PermissionDenied(f"cannot open {path}: hostjob needs root") from err
         lock = fsutil.lock_fd(fd)
         # The directory may have been deleted while we waited for the lock.
         if os.fstat(fd).st_nlink == 0:
@@ -194,16 +194,16 @@ class StateStore:
         try:
             with open(path, "rb") as f:
                 data = f.read()
-        except FileNotFoundError:
+        except FileNotFoundError as err:
             if self.exists(container_id):
                 return None
-            raise ContainerNotFound(container_id) from None
-        except PermissionError:
-            raise PermissionDenied(f"cannot read {path}: hostjob needs root") from None
+            raise ContainerNotFound(container_id) from err
+        except PermissionError as err:
+            raise PermissionDenied(f"cannot read {path}: hostjob needs root") from err
         try:
             record: Record = Record.decode(jsonio.loads(data))
         except (ValueError, ConfigError) as err:  # atomic writes: tampering or disk damage
-            raise StateCorrupt(container_id, str(err)) from None
+            raise StateCorrupt(container_id, str(err)) from err
         return record
 
     def write(self, record: Record) -> None:
@@ -215,8 +215,8 @@ class StateStore:
             names = os.listdir(self.root)
         except FileNotFoundError:
             return []
-        except PermissionError:
-            raise PermissionDenied(f"cannot read {self.root}: hostjob needs root") from None
+        except PermissionError as err:
+            raise PermissionDenied(f"cannot read {self.root}: hostjob needs root") from err
         return sorted(n for n in names if not n.startswith(".") and _ID_CHARS.issuperset(n))
 
     def remove(self, container_id: str) -> None:
@@ -254,7 +254,7 @@ def _unmount_under(path: str) -> None:
             except OSError as err:
                 if err.errno in (errno.EINVAL, errno.ENOENT):
                     break
-                raise MountError(f"cannot unmount {point}: {err.strerror}") from None
+                raise MountError(f"cannot unmount {point}: {err.strerror}") from err
 
 
 def write_pid_file(path: str, pid: int) -> None:

@@ -122,8 +122,8 @@ def _run_image(args: Args, ctx: Context) -> int:
     if args.cpus is not None:
         try:
             cpus = float(args.cpus)
-        except ValueError:
-            raise InvalidArgument(f"--cpus {args.cpus!r} is not a number") from None
+        except ValueError as err:
+            raise InvalidArgument(f"--cpus {args.cpus!r} is not a number") from err
     flags = RunFlags(
         args=args.args,
         entrypoint=args.entrypoint,
