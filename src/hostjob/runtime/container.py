@@ -436,6 +436,29 @@ class Container:
 
     # --- delete ---------------------------------------------------------------------------
 
+    @classmethod
+    def delete_by_id(
+        cls, container_id: str, *, root: str = DEFAULT_ROOT, force: bool = False
+    ) -> None:
+        """``delete`` of an ID, as runc's ``delete`` does it. With ``force``: an ID that
+        is not there is fine (clients delete to be sure), and a container whose record
+        is damaged is removed as far as its ID alone says -- its default job cgroup
+        ``/hostjob/<id>`` (killing what runs there) and its state directory with any
+        mount below it -- so that the ID is free again."""
+        try:
+            cls.load(container_id, root=root).delete(force=force)
+        except ContainerNotFound:
+            if not force:
+                raise
+        except StateCorrupt as err:
+            if not force:
+                raise
+            store = StateStore(root)
+            with store.lock(container_id):
+                _remove_job_cgroup(cgroups.resolve_path("", container_id))
+                store.remove(container_id)
+            log.warning(f"{err}: removed its default cgroup and its state directory only")
+
     def delete(self, *, force: bool = False) -> None:
         """Delete a created or stopped container (any container with ``force``)."""
         with self.store.lock(self.id):
@@ -460,13 +483,7 @@ class Container:
             if grace > 0:
                 manager.terminate(grace)  # the job outlived its init: TERM, then KILL
             faults.point("delete:after-kill")
-            manager.destroy()
-            top = cgroups.CGROUP_PARENT
-            if job.cgroups_path.endswith(".scope"):
-                # A --systemd-cgroup path mapped onto cgroupfs: without systemd, its
-                # slices exist because hostjob made them.
-                top = "/" + job.cgroups_path.strip("/").split("/")[0]
-            manager.remove_empty_parents(top)
+            _remove_job_cgroup(job.cgroups_path, manager)
         faults.point("delete:after-cgroup")
         entries = record.undo
         if job.mount_mode == "bind" and entries:
@@ -569,6 +586,19 @@ class Container:
         assert self.record is not None
         entry = self.cgroup().entry()
         return exec_in_job(self.config, self.record, entry, process, options or ExecOptions())
+
+
+def _remove_job_cgroup(path: str, manager: cgroups.Manager | None = None) -> None:
+    """Kill what is left in the job's cgroup ``path``, remove it, then the parents
+    hostjob made for it once they are empty: up to ``/hostjob``, or for a
+    ``--systemd-cgroup`` path mapped onto cgroupfs up to its top slice (without
+    systemd, those slices exist because hostjob made them)."""
+    manager = manager or cgroups.open_manager(path)
+    manager.destroy()
+    top = cgroups.CGROUP_PARENT
+    if path.endswith(".scope"):
+        top = "/" + path.strip("/").split("/")[0]
+    manager.remove_empty_parents(top)
 
 
 def _refuse_existing_cgroup(path: str) -> None:
