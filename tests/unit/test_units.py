@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -19,18 +20,20 @@ from hostjob.units import (
 )
 
 
-@pytest.fixture
-def zone() -> Iterator[None]:
-    """Run in a fixed zone two hours ahead of UTC (no DST)."""
+@contextmanager
+def zone(tz: str) -> Iterator[None]:
+    """Run in the time zone ``tz`` (POSIX TZ syntax)."""
     old = os.environ.get("TZ")
-    os.environ["TZ"] = "XYZ-02:00"
+    os.environ["TZ"] = tz
     time.tzset()
-    yield None
-    if old is None:
-        del os.environ["TZ"]
-    else:
-        os.environ["TZ"] = old
-    time.tzset()
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = old
+        time.tzset()
 
 
 def test_human_size_si() -> None:
@@ -74,25 +77,16 @@ def test_parse_duration() -> None:
             parse_duration(bad)
 
 
-def test_rfc3339_utc_and_local(zone: None) -> None:
-    assert rfc3339(0) == "1970-01-01T00:00:00Z"
-    assert rfc3339(86400 + 3661.9) == "1970-01-02T01:01:01Z"
-    assert rfc3339(0, local=True) == "1970-01-01T02:00:00+02:00"
-    assert parse_rfc3339(rfc3339(local=True)) == pytest.approx(time.time(), abs=5)
-
-
-def test_rfc3339_local_in_utc_says_z() -> None:
-    old = os.environ.get("TZ")
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    try:
+def test_rfc3339_utc_and_local() -> None:
+    with zone("XYZ-02:00"):  # two hours ahead of UTC, no DST
+        assert rfc3339(0) == "1970-01-01T00:00:00Z"
+        assert rfc3339(86400 + 3661.9) == "1970-01-02T01:01:01Z"
+        assert rfc3339(0, local=True) == "1970-01-01T02:00:00+02:00"
+        assert parse_rfc3339(rfc3339(local=True)) == pytest.approx(time.time(), abs=5)
+    with zone("ABC+05:30"):
+        assert rfc3339(0, local=True) == "1969-12-31T18:30:00-05:30"
+    with zone("UTC"):
         assert rfc3339(0, local=True) == "1970-01-01T00:00:00Z"
-    finally:
-        if old is None:
-            del os.environ["TZ"]
-        else:
-            os.environ["TZ"] = old
-        time.tzset()
 
 
 def test_rfc3339_nano() -> None:

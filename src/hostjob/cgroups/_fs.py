@@ -46,18 +46,7 @@ def rmdir(path: str) -> None:
 
 
 def read_at(dirfd: int, name: str) -> bytes:
-    fd = os.open(name, _O_READ, dir_fd=dirfd)
-    try:
-        data = os.read(fd, _CHUNK)
-        if len(data) < _SHORT_READ:
-            return data
-        chunks = [data]
-        while data:
-            data = os.read(fd, _CHUNK)
-            chunks.append(data)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    return _read_all(os.open(name, _O_READ, dir_fd=dirfd))
 
 
 def write_at(dirfd: int, name: str, data: bytes) -> None:
@@ -164,7 +153,12 @@ def write_error(path: str, name: str, value: str, code: int) -> CgroupError:
 
 def read_path(path: str) -> bytes:
     """Read a whole file by path (no dir fd kept): cgroup.procs walks, one-off reads."""
-    fd = os.open(path, _O_READ)
+    return _read_all(os.open(path, _O_READ))
+
+
+def _read_all(fd: int) -> bytes:
+    """Everything in the open file ``fd``, which it closes (cgroup files are small:
+    one read usually does)."""
     try:
         data = os.read(fd, _CHUNK)
         if len(data) < _SHORT_READ:
