@@ -30,7 +30,7 @@ COMMON = {
     "hostjob", "hostjob.cgroups", "hostjob.cli", "hostjob.cli.args", "hostjob.cli.commands",
     "hostjob.cli.main", "hostjob.job", "hostjob.errors", "hostjob.faults", "hostjob.jsonio",
     "hostjob.log", "hostjob.runtime", "hostjob.runtime.container", "hostjob.runtime.proc",
-    "hostjob.runtime.status", "hostjob.runtime.state_dir", "hostjob.spec", "hostjob.fsutil",
+    "hostjob.runtime.status", "hostjob.runtime.state_dir", "hostjob.spec",
     "hostjob.spec._decode",
 }  # fmt: skip
 MANAGER = (
@@ -39,13 +39,14 @@ MANAGER = (
     else "hostjob.cgroups.v1"
 )
 PINNED = {
-    "start": COMMON | {"hostjob.cli.commands.start"},
+    # start and delete lock the container's directory (fsutil); state, list and kill never do
+    "start": COMMON | {"hostjob.cli.commands.start", "hostjob.fsutil"},
     "state": COMMON | {"hostjob.cli.commands.state", "hostjob.spec.state", "hostjob.mountinfo"},
     "list": COMMON | {"hostjob.cli.commands.list", "hostjob.spec.state", "hostjob.mountinfo"},
     "kill": COMMON | {"hostjob.cli.commands.kill", "hostjob.mountinfo"},
     "delete": COMMON
     | {"hostjob.cli.commands.delete", "hostjob.mountinfo", "hostjob.cgroups._manager"}
-    | {"hostjob.cgroups._fs", MANAGER},
+    | {"hostjob.cgroups._fs", MANAGER, "hostjob.fsutil"},
 }
 # Loaded only when the killed init has not quite left its cgroup yet (cgroup.kill).
 OPTIONAL = {"delete": {"hostjob.cgroups._core2"}}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import errno
 import os
 
-from hostjob import fsutil, jsonio
+from hostjob import jsonio
 from hostjob.errors import (
     ConfigError,
     ContainerExists,
@@ -28,6 +28,7 @@ from hostjob.spec._decode import Model, integer, list_of, string, string_list
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from hostjob.fsutil import FileLock
     from hostjob.job import JobConfig
 
 DEFAULT_ROOT = "/run/hostjob"
@@ -140,7 +141,7 @@ class StateStore:
         overlay, nosuid,nodev, whose files keep the image's own modes.)"""
         os.chmod(self.dir(container_id), 0o711)
 
-    def create(self, container_id: str) -> fsutil.FileLock:
+    def create(self, container_id: str) -> FileLock:
         """Make the container's directory and lock it; the ID must be new."""
         path = self.dir(container_id)
         self._ensure_root()
@@ -152,17 +153,19 @@ class StateStore:
             raise PermissionDenied(f"cannot create {path}: hostjob needs root") from err
         return self._lock_dir(path, container_id)
 
-    def lock(self, container_id: str) -> fsutil.FileLock:
+    def lock(self, container_id: str) -> FileLock:
         """Lock an existing container exclusively (waits for other commands on it)."""
         return self._lock_dir(self.dir(container_id), container_id)
 
-    def _lock_dir(self, path: str, container_id: str) -> fsutil.FileLock:
+    def _lock_dir(self, path: str, container_id: str) -> FileLock:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except FileNotFoundError as err:
             raise ContainerNotFound(container_id) from err
         except PermissionError as err:
             raise PermissionDenied(f"cannot open {path}: hostjob needs root") from err
+        from hostjob import fsutil  # here: `state` and `list` never lock
+
         lock = fsutil.lock_fd(fd)
         # The directory may have been deleted while we waited for the lock.
         if os.fstat(fd).st_nlink == 0:
@@ -172,6 +175,8 @@ class StateStore:
 
     def creator_alive(self, container_id: str) -> bool:
         """True while some command holds the container's lock (e.g. create in progress)."""
+        from hostjob import fsutil
+
         return fsutil.is_locked(self.dir(container_id))
 
     def owner(self, container_id: str) -> str:
@@ -208,6 +213,8 @@ class StateStore:
 
     def write(self, record: Record) -> None:
         path = os.path.join(self.dir(record.id), STATE_FILE)
+        from hostjob import fsutil
+
         fsutil.write_atomic(path, jsonio.dumps(record.to_json()).encode(), mode=0o600)
 
     def ids(self) -> list[str]:
@@ -229,6 +236,8 @@ class StateStore:
         if not os.path.lexists(path):
             return
         _unmount_under(path)
+        from hostjob import fsutil
+
         fsutil.remove_tree(path)
 
 
@@ -240,7 +249,7 @@ def _unmount_under(path: str) -> None:
     points = mounts_under(real)
     if not points:
         return
-    from hostjob import linux
+    from hostjob import fsutil, linux
 
     # A lazy unmount takes the mounts below with it: only the outermost ones are
     # unmounted, each reached without following a symlink (the ones below may lie in
@@ -260,4 +269,6 @@ def _unmount_under(path: str) -> None:
 def write_pid_file(path: str, pid: int) -> None:
     """Digits only, no newline, atomically (containerd and conmon read it at once). The
     directory is the caller's: the temp file never writes through a planted symlink."""
+    from hostjob import fsutil
+
     fsutil.write_atomic(os.path.abspath(path), str(pid).encode())
