@@ -178,3 +178,14 @@ def test_ensure_dir_fails_on_a_file_in_the_way(tmp_path: Path) -> None:
         fsutil.ensure_dir(str(tmp_path / "file"))
     with pytest.raises(OSError):
         fsutil.ensure_dir(str(tmp_path / "file" / "below"))
+
+
+def test_a_new_state_root_and_its_parents_are_never_world_writable(
+    tmp_path: Path, umask_0: None
+) -> None:
+    from hostjob.runtime.state_dir import StateStore
+
+    root = tmp_path / "run" / "hostjob"
+    StateStore(str(root)).create("c1").release()
+    assert stat.S_IMODE(root.stat().st_mode) == 0o711
+    assert stat.S_IMODE((tmp_path / "run").stat().st_mode) == 0o755

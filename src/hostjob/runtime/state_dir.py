@@ -117,9 +117,12 @@ class StateStore:
 
     def _ensure_root(self) -> None:
         # 0711: nobody else may list or write it, but a container running as another
-        # user can reach its image rootfs below it (see ``open_for_user``).
+        # user can reach its image rootfs below it (see ``open_for_user``). Missing
+        # parents get 0755 whatever the umask (os.makedirs: 0777 under a umask of 0).
+        from hostjob import fsutil
+
         try:
-            os.makedirs(self.root, 0o711, exist_ok=True)
+            fsutil.ensure_dir(self.root, 0o711)
         except PermissionError as err:
             raise PermissionDenied(
                 f"cannot create the state directory {self.root}: hostjob needs root"
