@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import NamedTuple
 
 from tests.helpers import REPO
 
@@ -67,14 +68,11 @@ ALLOWED_CYCLES = [
 ]
 
 
-class Import:
-    __slots__ = ("line", "source", "target", "typing_only")
-
-    def __init__(self, source: str, target: str, line: int, typing_only: bool) -> None:
-        self.source = source
-        self.target = target
-        self.line = line
-        self.typing_only = typing_only
+class Import(NamedTuple):
+    source: str
+    target: str
+    line: int
+    typing_only: bool
 
     def __repr__(self) -> str:
         kind = " (TYPE_CHECKING)" if self.typing_only else ""
