@@ -2,29 +2,25 @@
 
 Like runc's ``specconv``: everything hostjob does with a config.json is decided
 here, once, at ``create``: which fields are honoured, which are ignored (with one
-warning each) and which are refused; the sandbox mount point and mount mode; the
-volumes; the user; the hooks; the cgroup path. The result (``JobConfig``) is
-persisted in the container's state and is all later commands look at.
+warning each) and which are refused (SPEC §2); the sandbox mount point and mount
+mode (§3, §4); the volumes; the user, rlimits and capabilities (§6); the hooks;
+``windows.resources`` mapped onto Linux limits (§5). The result
+(``hostjob.job.JobConfig``) is persisted in the container's state and is all later
+commands look at.
+
+Pure: it reads no file and probes nothing. The caller decodes the document
+(``hostjob.runtime.bundle`` reads a bundle) and passes what the conversion needs to
+know about the host as values (``HostFacts``); its only side effect is the log
+lines SPEC §2 asks for (a warning per ignored field).
 """
 
 from __future__ import annotations
 
 import os
 
-from hostjob import jsonio, log
+from hostjob import log
 from hostjob.errors import ConfigError
-from hostjob.spec._decode import (
-    Model,
-    boolean,
-    integer,
-    json_object,
-    list_of,
-    map_of,
-    model,
-    string,
-    string_list,
-    string_map,
-)
+from hostjob.job import Hook, JobConfig, ProcessConfig, Rlimit, Volume, merge_resources
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,13 +28,11 @@ if TYPE_CHECKING:
 
     from hostjob.spec import runtime as wire
 
-# hostjob.spec.runtime (the wire models) and hostjob.runtime.caps are imported by the
-# functions that convert: commands that only read a container's record never need them.
+# hostjob.spec.runtime (the wire models) and hostjob.linux (capability names) are imported
+# by the functions that convert: commands that only read a container's record never need them.
 
 MOUNT_MODES = ("host", "bind")
 DEFAULT_BIND_MOUNT_POINT = "/hpc"
-# Parent of every container cgroup whose linux.cgroupsPath is empty or relative.
-CGROUP_PARENT = "/hostjob"
 
 ANNOTATION_MOUNT_MODE = "io.hostjob.mount-mode"
 ANNOTATION_MOUNT_POINT = "io.hostjob.rootfs-mount-point"
@@ -68,214 +62,42 @@ RLIMIT_NAMES = (
     "RLIMIT_SIGPENDING",
     "RLIMIT_STACK",
 )
-RLIM_INFINITY_U64 = 2**64 - 1
 
 
-# --- internal configuration --------------------------------------------------------------
+class HostFacts:
+    """What the conversion needs to know about the host, probed by the caller
+    (``hostjob.runtime.bundle.probe_host``): only ``windows.resources`` uses it."""
 
+    __slots__ = ("cpus", "layer_device")
 
-class Rlimit(Model):
-    __slots__ = ("hard", "soft", "type")
-    type: str
-    soft: int
-    hard: int
-    FIELDS = (("type", "type", string), ("soft", "soft", integer), ("hard", "hard", integer))
-
-
-class ProcessConfig(Model):
-    """What to run and as whom, before the job-container rules (``runtime.resolve``)."""
-
-    __slots__ = (
-        "additional_gids",
-        "args",
-        "capabilities",
-        "console_height",
-        "console_width",
-        "cwd",
-        "env",
-        "gid",
-        "no_new_privileges",
-        "oom_score_adj",
-        "rlimits",
-        "terminal",
-        "uid",
-        "umask",
-        "username",
-    )
-    args: list[str]
-    env: list[str]
-    cwd: str | None
-    terminal: bool
-    console_height: int | None
-    console_width: int | None
-    uid: int | None
-    gid: int | None
-    additional_gids: list[int]
-    umask: int | None
-    username: str | None
-    rlimits: list[Rlimit]
-    no_new_privileges: bool
-    capabilities: dict[str, list[str]] | None
-    oom_score_adj: int | None
-    FIELDS = (
-        ("args", "args", string_list),
-        ("env", "env", string_list),
-        ("cwd", "cwd", string),
-        ("terminal", "terminal", boolean),
-        ("consoleHeight", "console_height", integer),
-        ("consoleWidth", "console_width", integer),
-        ("uid", "uid", integer),
-        ("gid", "gid", integer),
-        ("additionalGids", "additional_gids", list_of(integer)),
-        ("umask", "umask", integer),
-        ("username", "username", string),
-        ("rlimits", "rlimits", list_of(model(Rlimit))),
-        ("noNewPrivileges", "no_new_privileges", boolean),
-        ("capabilities", "capabilities", map_of(string_list)),
-        ("oomScoreAdj", "oom_score_adj", integer),
-    )
-
-
-class Hook(Model):
-    __slots__ = ("args", "env", "path", "timeout")
-    path: str
-    args: list[str]
-    env: list[str]
-    timeout: int | None
-    FIELDS = (
-        ("path", "path", string),
-        ("args", "args", string_list),
-        ("env", "env", string_list),
-        ("timeout", "timeout", integer),
-    )
-
-
-class Volume(Model):
-    """A bind mount of the spec: a symlink in host mode, a real bind in bind mode."""
-
-    __slots__ = ("destination", "readonly", "source")
-    source: str
-    destination: str
-    readonly: bool
-    FIELDS = (
-        ("source", "source", string),
-        ("destination", "destination", string),
-        ("readonly", "readonly", boolean),
-    )
-
-
-class JobConfig(Model):
-    """Everything hostjob needs to run and later manage one job container."""
-
-    __slots__ = (
-        "annotations",
-        "bundle",
-        "cgroups_path",
-        "hooks",
-        "image",
-        "inherit_user",
-        "mount_mode",
-        "mount_point",
-        "oci_version",
-        "process",
-        "readonly",
-        "resources_json",
-        "rootfs",
-        "volumes",
-    )
-    oci_version: str
-    bundle: str
-    rootfs: str
-    readonly: bool
-    mount_mode: str
-    mount_point: str
-    volumes: list[Volume]
-    process: ProcessConfig
-    hooks: dict[str, list[Hook]]
-    cgroups_path: str
-    resources_json: dict[str, Any] | None  # linux.resources, decoded by resources()
-    annotations: dict[str, str]
-    inherit_user: bool
-    image: str | None  # hostjob run IMAGE: the image's name in the store
-    FIELDS = (
-        ("ociVersion", "oci_version", string),
-        ("bundle", "bundle", string),
-        ("rootfs", "rootfs", string),
-        ("readonly", "readonly", boolean),
-        ("mountMode", "mount_mode", string),
-        ("mountPoint", "mount_point", string),
-        ("volumes", "volumes", list_of(model(Volume))),
-        ("process", "process", model(ProcessConfig)),
-        ("hooks", "hooks", map_of(list_of(model(Hook)))),
-        ("cgroupsPath", "cgroups_path", string),
-        ("resources", "resources_json", json_object),
-        ("annotations", "annotations", string_map),
-        ("inheritUser", "inherit_user", boolean),
-        ("image", "image", string),
-    )
-
-    @property
-    def bind_rootfs(self) -> bool:
-        """Host mode with a mount point of its own: hostjob binds the rootfs there."""
-        return self.mount_mode == "host" and self.mount_point != self.rootfs
-
-    def hooks_for(self, point: str) -> list[Hook]:
-        return (self.hooks or {}).get(point) or []
-
-    def resources(self) -> wire.Resources | None:
-        """The job's limits (linux.resources, with windows.resources mapped in)."""
-        if self.resources_json is None:
-            return None
-        from hostjob.spec import runtime as wire
-
-        resources: wire.Resources = wire.Resources.decode(self.resources_json, "resources")
-        return resources
-
-
-# --- loading ------------------------------------------------------------------------------
-
-
-def read_json(path: str, what: str) -> object:
-    """Read a JSON document; a missing file or bad JSON is a one-line ConfigError."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise ConfigError(f"{what} not found: {path}") from None
-    except OSError as err:
-        raise ConfigError(f"cannot read {what} {path}: {err.strerror}") from None
-    try:
-        return jsonio.loads(data)
-    except ValueError as err:
-        raise ConfigError(f"{what} is not valid JSON: {err}") from None
-
-
-def load_spec(bundle: str) -> wire.Spec:
-    from hostjob.spec import runtime as wire
-
-    spec: wire.Spec = wire.Spec.decode(
-        read_json(os.path.join(bundle, "config.json"), "config.json")
-    )
-    return spec
-
-
-def load_bundle(bundle: str, container_id: str) -> JobConfig:
-    bundle = os.path.abspath(bundle)
-    return to_job_config(load_spec(bundle), bundle, container_id)
+    def __init__(self, cpus: int = 1, layer_device: tuple[int, int] | None = None) -> None:
+        self.cpus = cpus  # online CPUs: windows.resources.cpu.count/maximum are shares of them
+        # (major, minor) of the block device holding the writable layer (storage limits)
+        self.layer_device = layer_device
 
 
 # --- the conversion -------------------------------------------------------------------------
 
 
-def to_job_config(spec: wire.Spec, bundle: str, container_id: str) -> JobConfig:
+def rootfs_of(spec: wire.Spec, bundle: str) -> str:
+    """The container's rootfs: ``root.path``, relative to the bundle."""
+    if spec.root is None or not spec.root.path:
+        raise ConfigError("root.path is required", "root.path")
+    return os.path.normpath(os.path.join(bundle, spec.root.path))
+
+
+def to_job_config(
+    spec: wire.Spec, bundle: str, container_id: str, host: HostFacts | None = None
+) -> JobConfig:
+    """The job container that ``spec`` (a decoded config.json of the bundle at
+    ``bundle``, an absolute path) describes, for the container ``container_id``."""
     from hostjob.spec import runtime as wire
 
     _refuse_unsupported(spec)
     _warn_ignored(spec)
     annotations = dict(spec.annotations or {})
-    if spec.root is None or not spec.root.path:
-        raise ConfigError("root.path is required", "root.path")
-    rootfs = os.path.normpath(os.path.join(bundle, spec.root.path))
+    rootfs = rootfs_of(spec, bundle)
+    assert spec.root is not None
     if spec.process is None:
         raise ConfigError("process is required", "process")
     mount_mode = annotations.get(ANNOTATION_MOUNT_MODE, "host")
@@ -289,14 +111,12 @@ def to_job_config(spec: wire.Spec, bundle: str, container_id: str) -> JobConfig:
     resources = linux.resources
     windows = spec.windows
     if windows is not None and windows.resources is not None:
-        from hostjob.cgroups.windows import from_windows
-
-        mapped = from_windows(windows.resources, os.cpu_count() or 1, writable_layer_device(rootfs))
-        resources = merge_resources(resources, mapped)
+        host = host or HostFacts()
+        resources = merge_resources(
+            resources, from_windows(windows.resources, host.cpus, host.layer_device)
+        )
     if resources is not None and resources.unified:
-        from hostjob.cgroups.resources import check_unified
-
-        check_unified(resources.unified)
+        wire.check_unified(resources.unified)
     return JobConfig(
         oci_version=spec.oci_version or wire.OCI_VERSION,
         bundle=bundle,
@@ -308,51 +128,11 @@ def to_job_config(spec: wire.Spec, bundle: str, container_id: str) -> JobConfig:
         process=process_config(spec.process, "process"),
         hooks=_hooks(spec.hooks),
         cgroups_path=linux.cgroups_path or "",
-        resources_json=resources.to_json() if resources is not None else None,
+        resources=resources,
         annotations=annotations,
         inherit_user=_truthy(annotations.get(ANNOTATION_INHERIT_USER))
         or _truthy(annotations.get(HCS_INHERIT_USER)),
     )
-
-
-def merge_resources(base: wire.Resources | None, overrides: wire.Resources) -> wire.Resources:
-    """``linux.resources`` with what ``windows.resources`` asks laid over it."""
-    from hostjob.spec import runtime as wire
-
-    merged = wire.Resources.decode(base.to_json()) if base is not None else wire.Resources()
-    for _key, attr, _decode in wire.Resources.FIELDS:
-        value = getattr(overrides, attr)
-        if value is None:
-            continue
-        current = getattr(merged, attr)
-        if isinstance(value, Model) and isinstance(current, Model):
-            for _k, field, _d in value.FIELDS:
-                if getattr(value, field) is not None:
-                    setattr(current, field, getattr(value, field))
-        else:
-            setattr(merged, attr, value)
-    return merged
-
-
-def writable_layer_device(rootfs: str) -> tuple[int, int] | None:
-    """(major, minor) of the block device that holds the container's writable layer:
-    an overlay's upper directory, or the rootfs itself; None when it is on no block
-    device (tmpfs, a missing path)."""
-    from hostjob.mountinfo import mount_of
-
-    path = rootfs
-    try:
-        mount = mount_of(rootfs)
-        if mount is not None and mount.fstype == "overlay":
-            for option in mount.options.split(","):
-                if option.startswith("upperdir="):
-                    path = option[len("upperdir=") :]
-        device = os.stat(path).st_dev
-    except OSError:
-        return None
-    if os.major(device) == 0:
-        return None
-    return os.major(device), os.minor(device)
 
 
 def _truthy(value: str | None) -> bool:
@@ -550,149 +330,111 @@ def _rlimits(rlimits: list[wire.Rlimit], path: str) -> list[Rlimit]:
 def _capabilities(capabilities: wire.Capabilities | None, path: str) -> dict[str, list[str]] | None:
     if capabilities is None:
         return None
-    from hostjob.runtime import caps
+    from hostjob.linux import CAP_NUMBERS, CAP_SETS
 
     out: dict[str, list[str]] = {}
-    for name in caps.SETS:
+    for name in CAP_SETS:
         values = getattr(capabilities, name)
         for i, cap in enumerate(values or []):
-            if cap not in caps.NUMBERS:
+            if cap not in CAP_NUMBERS:
                 raise ConfigError(f"unknown capability {cap!r}", f"{path}.capabilities.{name}[{i}]")
         out[name] = list(values or [])
     return out
 
 
-def rlimit_value(value: int) -> int:
-    """runtime-spec's uint64 max is RLIM_INFINITY."""
-    import resource
+# --- windows.resources (SPEC §5) ------------------------------------------------------------
+# ``windows.resources`` -> ``linux.resources``, as hcsshim maps them onto a job object.
+#
+# * ``cpu.count``, ``cpu.maximum`` and ``cpu.shares`` are mutually exclusive (hcsshim's
+#   ``ConvertCPULimits``); 0 means unset.
+# * ``count`` is clamped to the host's CPUs and becomes a CFS quota of ``count /
+#   hostCPUs`` of the machine over the default 100 ms period, i.e. ``count`` CPUs.
+# * ``maximum`` is in hundredths of a percent of the whole machine (1-10000): a quota
+#   of ``maximum / 10000 * hostCPUs`` CPUs.
+# * ``shares`` (0-10000, hcsshim's processor weight) is a relative weight on the same
+#   scale as cgroup v2's ``cpu.weight``; it is expressed as the ``cpu.shares`` that
+#   runc's conversion turns back into exactly that weight (and that v1 uses as is).
+# * ``memory.limit`` is the memory limit.
+# * ``storage.iops`` / ``storage.bps`` throttle reads and writes on the block device
+#   that holds the container's writable layer (``io_device``).
+#
 
-    return resource.RLIM_INFINITY if value >= RLIM_INFINITY_U64 else value
-
-
-def rlimit_number(name: str) -> int:
-    """RLIMIT_NOFILE -> its number on this platform (the resource module's)."""
-    import resource
-
-    number: int = getattr(resource, name)
-    return number
-
-
-# --- exec -----------------------------------------------------------------------------------
-
-
-def load_process(path: str) -> ProcessConfig:
-    """``exec --process FILE`` (``-`` for stdin): a runtime-spec ``process`` object."""
-    from hostjob.spec import runtime as wire
-
-    data = read_json("/dev/stdin" if path == "-" else path, "process JSON")
-    return process_config(wire.Process.decode(data, "process"), "process")
+DEFAULT_CFS_PERIOD = 100000
+MIN_QUOTA = 1000  # the kernel refuses a CFS quota below 1 ms
 
 
-def exec_process(
-    base: ProcessConfig,
-    args: list[str],
-    *,
-    env: tuple[str, ...] | list[str] = (),
-    cwd: str | None = None,
-    user: str | None = None,
-    additional_gids: list[int] | None = None,
-    tty: bool | None = None,
-    no_new_privileges: bool | None = None,
-    capabilities: tuple[str, ...] | list[str] = (),
-) -> ProcessConfig:
-    """``exec ID CMD...``: the container's own process, with runc's overrides applied."""
-    if not args:
-        raise ConfigError("exec needs a command to run")
-    for entry in env:
-        if "=" not in entry:
-            raise ConfigError(f"--env {entry!r} is not KEY=VALUE")
-    process: ProcessConfig = ProcessConfig.decode(base.to_json())
-    process.args = list(args)
-    process.env = [*process.env, *env]
-    if cwd:
-        process.cwd = cwd
-    process.terminal = bool(tty)
-    if no_new_privileges is not None:
-        process.no_new_privileges = no_new_privileges
-    if user:
-        uid_text, _, gid_text = user.partition(":")
-        if uid_text.isdigit() and (not gid_text or gid_text.isdigit()):
-            process.uid = int(uid_text)
-            process.gid = int(gid_text) if gid_text else 0
-            process.username = None
-        else:
-            process.uid, process.gid, process.username = None, None, user
-        process.additional_gids = []
-    if additional_gids is not None:
-        process.additional_gids = list(additional_gids)
-    if capabilities and process.capabilities is not None:
-        from hostjob.runtime import caps
-
-        for cap in capabilities:
-            if cap not in caps.NUMBERS:
-                raise ConfigError(f"unknown capability {cap!r}")
-        for name in ("bounding", "effective", "inheritable", "permitted", "ambient"):
-            process.capabilities[name] = [*process.capabilities.get(name, []), *capabilities]
-    return process
+def cpu_weight_to_shares(weight: int) -> int:
+    """cpu.weight [1, 10000] -> the smallest cpu.shares that the cgroup v2 conversion
+    (``hostjob.cgroups.resources.cpu_shares_to_weight``, runc's) maps back onto it."""
+    weight = min(max(weight, 1), 10000)
+    return 2 + -((-(weight - 1) * 262142) // 9999)
 
 
-# --- update ------------------------------------------------------------------------------
-
-
-def load_resources(path: str) -> wire.Resources:
-    """``update --resources FILE`` (``-`` for stdin): a runtime-spec LinuxResources."""
-    from hostjob.spec import runtime as wire
-
-    data = read_json("/dev/stdin" if path == "-" else path, "resources JSON")
-    resources: wire.Resources = wire.Resources.decode(data, "resources")
-    return resources
-
-
-def resources_from_values(
-    *,
-    memory: int | None = None,
-    memory_reservation: int | None = None,
-    memory_swap: int | None = None,
-    kernel_memory: int | None = None,
-    kernel_memory_tcp: int | None = None,
-    cpu_shares: int | None = None,
-    cpu_quota: int | None = None,
-    cpu_period: int | None = None,
-    cpu_rt_runtime: int | None = None,
-    cpu_rt_period: int | None = None,
-    cpuset_cpus: str | None = None,
-    cpuset_mems: str | None = None,
-    cpu_idle: int | None = None,
-    blkio_weight: int | None = None,
-    pids_limit: int | None = None,
+def from_windows(
+    res: wire.WindowsResources, host_cpus: int, io_device: tuple[int, int] | None
 ) -> wire.Resources:
-    """runc's single-value ``update`` flags (and ``hostjob run``'s) as LinuxResources."""
+    """The Linux resources that give a job container what ``windows.resources`` asks."""
     from hostjob.spec import runtime as wire
 
     out = wire.Resources()
-    mem = wire.Memory(
-        limit=memory,
-        reservation=memory_reservation,
-        swap=memory_swap,
-        kernel=kernel_memory,
-        kernel_tcp=kernel_memory_tcp,
-    )
-    if mem.to_json():
-        out.memory = mem
-    cpu = wire.CPU(
-        shares=cpu_shares,
-        quota=cpu_quota,
-        period=cpu_period,
-        realtime_runtime=cpu_rt_runtime,
-        realtime_period=cpu_rt_period,
-        cpus=cpuset_cpus,
-        mems=cpuset_mems,
-        idle=cpu_idle,
-    )
-    if cpu.to_json():
-        out.cpu = cpu
-    if blkio_weight is not None:
-        out.block_io = wire.BlockIO(weight=blkio_weight)
-    if pids_limit is not None:
-        out.pids = wire.Pids(limit=pids_limit)
+    host_cpus = max(host_cpus, 1)
+    cpu = res.cpu
+    if cpu is not None:
+        count, maximum, shares = cpu.count or 0, cpu.maximum or 0, cpu.shares or 0
+        if sum(1 for v in (count, maximum, shares) if v) > 1:
+            raise ConfigError(
+                f"cpu.count ({count}), cpu.maximum ({maximum}) and cpu.shares ({shares})"
+                " are mutually exclusive",
+                "windows.resources.cpu",
+            )
+        if count:
+            if count > host_cpus:
+                log.warning(
+                    f"windows.resources.cpu.count {count} is more than this host's"
+                    f" {host_cpus} CPUs: using {host_cpus}"
+                )
+                count = host_cpus
+            out.cpu = wire.CPU(quota=count * DEFAULT_CFS_PERIOD, period=DEFAULT_CFS_PERIOD)
+        elif maximum:
+            if maximum > 10000:
+                raise ConfigError(
+                    f"{maximum} is out of range [1, 10000] (hundredths of a percent)",
+                    "windows.resources.cpu.maximum",
+                )
+            quota = maximum * host_cpus * DEFAULT_CFS_PERIOD // 10000
+            out.cpu = wire.CPU(quota=max(quota, MIN_QUOTA), period=DEFAULT_CFS_PERIOD)
+        elif shares:
+            if shares > 10000:
+                raise ConfigError(
+                    f"{shares} is out of range [0, 10000]", "windows.resources.cpu.shares"
+                )
+            out.cpu = wire.CPU(shares=cpu_weight_to_shares(shares))
+    if res.memory is not None and res.memory.limit:
+        out.memory = wire.Memory(limit=res.memory.limit)
+    storage = res.storage
+    if storage is not None and (storage.iops or storage.bps):
+        if io_device is None:
+            log.warning(
+                "windows.resources.storage is ignored: the writable layer is on no block device"
+            )
+        else:
+            major, minor = io_device
+            block_io = wire.BlockIO()
+            if storage.iops:
+                block_io.throttle_read_iops_device = [
+                    wire.ThrottleDevice(major=major, minor=minor, rate=storage.iops)
+                ]
+                block_io.throttle_write_iops_device = [
+                    wire.ThrottleDevice(major=major, minor=minor, rate=storage.iops)
+                ]
+            if storage.bps:
+                block_io.throttle_read_bps_device = [
+                    wire.ThrottleDevice(major=major, minor=minor, rate=storage.bps)
+                ]
+                block_io.throttle_write_bps_device = [
+                    wire.ThrottleDevice(major=major, minor=minor, rate=storage.bps)
+                ]
+            out.block_io = block_io
+    if storage is not None and storage.sandbox_size:
+        log.warning("windows.resources.storage.sandboxSize is ignored on Linux")
     return out

@@ -22,7 +22,7 @@ turns any ``HostjobError`` into that line on stderr, a logrus-style record in
     ├── NotSupported           checkpoint/restore and friends
     ├── PermissionDenied       hostjob needs root for this
     └── ImageError             the image path (``hostjob run IMAGE``, pull, unpack)
-        ├── ReferenceError     an image reference or transport that cannot be parsed
+        ├── InvalidReference   an image reference or transport that cannot be parsed
         ├── RegistryError      the registry answered with an error
         ├── DigestMismatch     a blob's content does not match its digest or size
         ├── UnpackError        a hostile or broken layer tar
@@ -152,8 +152,13 @@ class ImageError(HostjobError):
     pass
 
 
-class ReferenceError(ImageError):
+class InvalidReference(ImageError):
     pass
+
+
+# The name before issue 12 (it shadowed the builtin). Kept only while images/ is being
+# split on another branch that still imports it; removed once both have merged.
+ReferenceError = InvalidReference
 
 
 class RegistryError(ImageError):

@@ -63,9 +63,9 @@ def loads(data: bytes | str) -> Any:
     try:
         value, end = _scan(text, start)
     except StopIteration as stop:
-        raise ValueError(f"Expecting value: {_where(text, stop.value)}") from None
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
+        raise ValueError(f"Expecting value: {_where(text, stop.value)}") from stop
+    except RecursionError as err:
+        raise ValueError("JSON nested too deeply") from err
     except SystemError:
         # The C scanner reports most syntax errors as json.decoder.JSONDecodeError, which
         # it looks up in sys.modules only: without json.decoder loaded (the runtime path
@@ -76,7 +76,7 @@ def loads(data: bytes | str) -> Any:
         try:
             value, end = _scan(text, start)
         except StopIteration as stop:
-            raise ValueError(f"Expecting value: {_where(text, stop.value)}") from None
+            raise ValueError(f"Expecting value: {_where(text, stop.value)}") from stop
     tail = text[end:].lstrip(_WHITESPACE)
     if tail:
         raise ValueError(f"Extra data: {_where(text, len(text) - len(tail))}")
@@ -102,10 +102,10 @@ def _walk_strings(value: Any) -> None:
         if not value.isascii():
             try:
                 value.encode()
-            except UnicodeEncodeError:
+            except UnicodeEncodeError as err:
                 raise ValueError(
                     f"string {_shown(value)} holds an unpaired UTF-16 surrogate"
-                ) from None
+                ) from err
         if "\x00" in value:
             raise ValueError(f"string {_shown(value)} holds a NUL character")
     elif type(value) is dict:

@@ -3,7 +3,8 @@
 The one module of hostjob that calls C, imported lazily; the C binding itself is
 made on the first call, not at import. Each wrapper is a thin, documented call
 that raises ``OSError`` with the errno on failure; callers turn that into a
-``HostjobError``.
+``HostjobError``. The capability names and numbers of capability.h live here too
+(``CAP_NAMES``, ``cap_mask``): plain Python, no C.
 
 The binding is CPython's ``_ctypes`` (what ``ctypes`` is built on) used directly:
 ``import ctypes`` costs ~2-4 ms (its ``__init__`` defines every C type, imports
@@ -231,6 +232,76 @@ def capset(effective: int, permitted: int, inheritable: int) -> None:
         data[3 * word + 1] = (permitted >> shift) & 0xFFFFFFFF
         data[3 * word + 2] = (inheritable >> shift) & 0xFFFFFFFF
     _check(_lib().capset(ffi.byref(header), ffi.byref(data)), "capset")
+
+
+# --- capabilities (capability.h) --------------------------------------------------------
+# Names and numbers only: checking a config's capability names binds no C.
+
+CAP_NAMES = (
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_DAC_READ_SEARCH",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_KILL",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETPCAP",
+    "CAP_LINUX_IMMUTABLE",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_NET_BROADCAST",
+    "CAP_NET_ADMIN",
+    "CAP_NET_RAW",
+    "CAP_IPC_LOCK",
+    "CAP_IPC_OWNER",
+    "CAP_SYS_MODULE",
+    "CAP_SYS_RAWIO",
+    "CAP_SYS_CHROOT",
+    "CAP_SYS_PTRACE",
+    "CAP_SYS_PACCT",
+    "CAP_SYS_ADMIN",
+    "CAP_SYS_BOOT",
+    "CAP_SYS_NICE",
+    "CAP_SYS_RESOURCE",
+    "CAP_SYS_TIME",
+    "CAP_SYS_TTY_CONFIG",
+    "CAP_MKNOD",
+    "CAP_LEASE",
+    "CAP_AUDIT_WRITE",
+    "CAP_AUDIT_CONTROL",
+    "CAP_SETFCAP",
+    "CAP_MAC_OVERRIDE",
+    "CAP_MAC_ADMIN",
+    "CAP_SYSLOG",
+    "CAP_WAKE_ALARM",
+    "CAP_BLOCK_SUSPEND",
+    "CAP_AUDIT_READ",
+    "CAP_PERFMON",
+    "CAP_BPF",
+    "CAP_CHECKPOINT_RESTORE",
+)
+CAP_NUMBERS = {name: number for number, name in enumerate(CAP_NAMES)}
+CAP_SETS = ("bounding", "effective", "inheritable", "permitted", "ambient")
+
+
+def last_cap() -> int:
+    """The highest capability number this kernel knows."""
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            return int(f.read())
+    except OSError:
+        return len(CAP_NAMES) - 1
+
+
+def cap_mask(names: list[str]) -> int:
+    """A bit mask of capability names; names this kernel lacks are dropped (runc warns)."""
+    top = last_cap()
+    mask = 0
+    for name in names:
+        number = CAP_NUMBERS[name]
+        if number <= top:
+            mask |= 1 << number
+    return mask
 
 
 def _ulong(value: int) -> Any:

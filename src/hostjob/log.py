@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 from hostjob import jsonio
 
@@ -33,20 +32,11 @@ def configure(path: str | None, fmt: str = "text", debug: bool = False) -> None:
     _to_stderr = debug and _path is None
 
 
-def rfc3339(epoch: float | None = None) -> str:
-    """Go's time.RFC3339 ("2006-01-02T15:04:05Z07:00") in local time."""
-    t = time.localtime(epoch)
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", t)
-    offset = t.tm_gmtoff or 0
-    if offset == 0:
-        return stamp + "Z"
-    sign = "+" if offset > 0 else "-"
-    hours, minutes = divmod(abs(offset) // 60, 60)
-    return f"{stamp}{sign}{hours:02d}:{minutes:02d}"
-
-
 def format_record(level: str, msg: str, fmt: str) -> str:
-    now = rfc3339()
+    # Imported only when a record is written: most commands write none.
+    from hostjob.units import rfc3339
+
+    now = rfc3339(local=True)
     if fmt == "json":
         return jsonio.dumps({"level": level, "msg": msg, "time": now})
     return f"time={jsonio.dumps(now)} level={level} msg={jsonio.dumps(msg)}"

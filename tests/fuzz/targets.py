@@ -180,18 +180,18 @@ CONFIG_KEYS = [
 
 
 def _convert_config(raw: bytes) -> None:
-    from hostjob import config, jsonio
+    from hostjob import jsonio
     from hostjob.cgroups import resolve_path
-    from hostjob.runtime import resolve
+    from hostjob.runtime import bundle, resolve
 
     box = sandbox()
     with open(os.path.join(box.bundle, "config.json"), "wb") as f:
         f.write(raw)
 
     def convert() -> None:
-        job = config.load_bundle(box.bundle, "fuzz")
+        job = bundle.load_bundle(box.bundle, "fuzz")
         resolve_path(job.cgroups_path, "fuzz")
-        job.resources()
+        assert job.resources is None or job.resources.to_json() == job.resources_json
         resolve.plan(job, job.process)
         # What create would persist: the record must encode (state.json is UTF-8).
         jsonio.dumps(job.to_json()).encode()
@@ -215,14 +215,15 @@ PROCESS_KEYS = [*all_keys(PROCESS_SEED), "username", "selinuxLabel", "scheduler"
 
 
 def _load_process(raw: bytes) -> None:
-    from hostjob import config, jsonio
+    from hostjob import jsonio
+    from hostjob.runtime import bundle
 
     path = os.path.join(sandbox().base, "bundle", "process.json")
     with open(path, "wb") as f:
         f.write(raw)
 
     def load() -> None:
-        process = config.load_process(path)
+        process = bundle.load_process(path)
         jsonio.dumps(process.to_json()).encode()
 
     expect_clean(load, runtime_path=True)
@@ -249,16 +250,17 @@ RESOURCES_KEYS = [*all_keys(RESOURCES_SEED), "realtimeRuntime", "kernel", "kerne
 
 
 def _load_resources(raw: bytes) -> None:
-    from hostjob import config
     from hostjob.cgroups import resources as res
+    from hostjob.job import merge_resources
+    from hostjob.runtime import bundle
 
     path = os.path.join(sandbox().base, "bundle", "resources.json")
     with open(path, "wb") as f:
         f.write(raw)
 
     def load() -> None:
-        resources = config.load_resources(path)
-        merged = config.merge_resources(None, resources)
+        resources = bundle.load_resources(path)
+        merged = merge_resources(None, resources)
         for version in (1, 2):
             res.validate(merged, version)
             res.requirements(merged, version)

@@ -378,6 +378,30 @@ def test_corrupt_state_file(hj: Hostjob, bundle, damage: str) -> None:
     hj.ok("delete", "--force", good)
 
 
+def test_library_delete_by_id_of_a_corrupt_record(tmp_path: Path, bundle) -> None:
+    """Issue 12: the clean-up of a damaged record lived in the CLI; a program using the
+    library gets the same from ``Container.delete_by_id``: the job's processes killed,
+    its cgroup and every parent hostjob made for it removed, the ID free again."""
+    from hostjob import Container, ContainerNotFound, StateCorrupt
+
+    root = tmp_path / "state"
+    cid = new_id()
+    container = Container.create(cid, str(bundle(base_config("sleep", "300"))), root=str(root))
+    container.start()
+    pid = container.pid
+    (root / cid / "state.json").write_text('{"id": "x", "pid": 1')
+    with pytest.raises(StateCorrupt):
+        Container.delete_by_id(cid, root=str(root))
+    assert cgroup_dirs(f"/hostjob/{cid}") != []
+    Container.delete_by_id(cid, root=str(root), force=True)
+    assert cgroup_dirs(f"/hostjob/{cid}") == []
+    assert not (root / cid).exists()
+    os.waitpid(pid, 0)  # killed: the library's caller is its parent
+    Container.delete_by_id(cid, root=str(root), force=True)  # gone: fine with force
+    with pytest.raises(ContainerNotFound):
+        Container.delete_by_id(cid, root=str(root))
+
+
 def _state_of(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/stat") as f:

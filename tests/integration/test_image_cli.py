@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.cli.render import human_size
 from hostjob.images import registry
 from hostjob.images.progress import KINDS
 from hostjob.images.store import Store
+from hostjob.units import human_size
 from tests.fixtures.images import write_layout
 from tests.fixtures.registry import DockerRegistry, skopeo_copy
 from tests.fixtures.tars import entry, make_tar

@@ -28,9 +28,9 @@ CLONE3_COMMANDS = ("create", "exec", "run")
 # conversion, no cgroup manager but for delete).
 COMMON = {
     "hostjob", "hostjob.cgroups", "hostjob.cli", "hostjob.cli.args", "hostjob.cli.commands",
-    "hostjob.cli.main", "hostjob.config", "hostjob.errors", "hostjob.faults", "hostjob.jsonio",
+    "hostjob.cli.main", "hostjob.job", "hostjob.errors", "hostjob.faults", "hostjob.jsonio",
     "hostjob.log", "hostjob.runtime", "hostjob.runtime.container", "hostjob.runtime.proc",
-    "hostjob.runtime.signals", "hostjob.runtime.status", "hostjob.runtime.store", "hostjob.spec",
+    "hostjob.runtime.status", "hostjob.runtime.state_dir", "hostjob.spec",
     "hostjob.spec._decode",
 }  # fmt: skip
 MANAGER = (
@@ -39,14 +39,14 @@ MANAGER = (
     else "hostjob.cgroups.v1"
 )
 PINNED = {
-    "start": COMMON | {"hostjob.cli.commands.start"},
+    # start and delete lock the container's directory (fsutil); state, list and kill never do
+    "start": COMMON | {"hostjob.cli.commands.start", "hostjob.fsutil"},
     "state": COMMON | {"hostjob.cli.commands.state", "hostjob.spec.state", "hostjob.mountinfo"},
     "list": COMMON | {"hostjob.cli.commands.list", "hostjob.spec.state", "hostjob.mountinfo"},
     "kill": COMMON | {"hostjob.cli.commands.kill", "hostjob.mountinfo"},
     "delete": COMMON
     | {"hostjob.cli.commands.delete", "hostjob.mountinfo", "hostjob.cgroups._manager"}
-    | {"hostjob.fsutil"}  # the state directory is removed fd-relative
-    | {"hostjob.cgroups._fs", MANAGER},
+    | {"hostjob.cgroups._fs", MANAGER, "hostjob.fsutil"},
 }
 # Loaded only when the killed init has not quite left its cgroup yet (cgroup.kill).
 OPTIONAL = {"delete": {"hostjob.cgroups._core2"}}

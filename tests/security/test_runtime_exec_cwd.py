@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from hostjob import config
 from hostjob.errors import StartError
 from hostjob.runtime.container import Container
+from hostjob.runtime.execute import process_for_exec
 from hostjob.runtime.foreground import FORWARDED
 from tests.helpers import Hostjob, base_config, new_id
 from tests.security.racers import open_up, path_based_make_cwd, racing, snapshot
@@ -92,9 +92,7 @@ def test_exec_cwd_creation_under_a_racer(hj: Hostjob, bundle, tmp_path: Path) ->
     ran = refused = 0
     with racing([(str(work / "new"), str(work / "lnk"))], user=NOBODY):
         for i in range(ATTEMPTS):
-            process = config.exec_process(
-                container.config.process, ["true"], cwd=f"/work/new/sub{i}"
-            )
+            process = process_for_exec(container.config.process, ["true"], cwd=f"/work/new/sub{i}")
             try:
                 assert container.exec(process) == 0
                 ran += 1

@@ -28,26 +28,13 @@ def test_registered(name: str) -> None:
     assert needs_root == (name != "pack")
 
 
-def test_human_size() -> None:
-    assert render.human_size(None) == "-"
-    assert render.human_size(0) == "0 B"
-    assert render.human_size(999) == "999 B"
-    assert render.human_size(1000) == "1.0 kB"
-    assert render.human_size(5_600_000) == "5.6 MB"
-    assert render.human_size(123_456_789) == "123 MB"
-    assert render.human_size(3 * 10**15) == "3000 TB"
-
-
 def test_short_id() -> None:
     assert render.short_id("sha256:" + "ab" * 32) == "ab" * 6
     assert render.short_id(None) == "-"
 
 
 def test_times() -> None:
-    assert render.parse_time("1970-01-01T00:00:00Z") == 0
-    assert render.parse_time("1970-01-01T01:00:00.123456789+01:00") == 0
-    assert render.parse_time("1970-01-01T00:00:00-00:30") == 1800
-    assert render.parse_time("yesterday") is None and render.parse_time(None) is None
+    assert render.ago("yesterday") == "-" and render.ago(None) == "-"
     now = 1_000_000_000.0
     assert render.ago("2001-09-09T01:46:30Z", now) == "seconds ago"
     assert render.ago("2001-09-09T01:45:30Z", now) == "1 minute ago"

@@ -26,7 +26,7 @@ PUBLIC = [
     "NotSupported",
     "PermissionDenied",
     "ImageError",
-    "ReferenceError",
+    "InvalidReference",
     "RegistryError",
     "DigestMismatch",
     "UnpackError",
@@ -41,7 +41,7 @@ def test_all_is_pinned() -> None:
 
 
 def test_container_verbs() -> None:
-    verbs = {"create", "load", "load_all", "start", "kill", "delete", "state"}
+    verbs = {"create", "load", "load_all", "start", "kill", "delete", "delete_by_id", "state"}
     assert verbs <= {n for n, _ in inspect.getmembers(hostjob.Container)}
 
 
@@ -60,6 +60,7 @@ def test_errors_form_one_tree() -> None:
                 "Argument",
                 "Controller",
                 "Mismatch",
+                "Reference",
             )
         ):
             assert issubclass(obj, hostjob.HostjobError), name

@@ -31,7 +31,7 @@ from hostjob.errors import CgroupError, ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hostjob.cgroups._manager import Manager
+    from hostjob.cgroups._manager import Entry, Manager
 
 __all__ = [
     "CGROUP_PARENT",
@@ -163,7 +163,7 @@ def detect() -> Mounts:
             with open("/proc/self/mountinfo", "rb") as f:
                 text = f.read().decode("utf-8", "surrogateescape")
         except OSError as err:
-            raise CgroupError(f"cannot read /proc/self/mountinfo: {err.strerror}") from None
+            raise CgroupError(f"cannot read /proc/self/mountinfo: {err.strerror}") from err
         _detected = parse_mountinfo(text)
     return _detected
 
@@ -196,12 +196,12 @@ def mounts_at(root: str) -> Mounts:
 
 
 def __getattr__(name: str) -> object:
-    # The Manager base class lives with the managers; importing it here would cost
-    # every runtime command a module.
-    if name == "Manager":
-        from hostjob.cgroups._manager import Manager
+    # The Manager base class and Entry live with the managers; importing them here
+    # would cost every runtime command a module.
+    if name in ("Entry", "Manager"):
+        from hostjob.cgroups import _manager
 
-        return Manager
+        return getattr(_manager, name)
     raise AttributeError(f"module 'hostjob.cgroups' has no attribute {name!r}")
 
 
@@ -271,56 +271,6 @@ def resolve_path(cgroups_path: str, container_id: str, systemd: bool = False) ->
     return _clean(f"{CGROUP_PARENT}/{cgroups_path}", what)
 
 
-class Entry:
-    """How a new process enters the job: what ``Manager.entry()`` hands the runtime
-    before it forks (plain paths, computed when the manager is made).
-
-    ``unified``: the job's directory in a cgroup2 hierarchy (a v2 host, or the unified
-    hierarchy of a hybrid one), or None. The runtime starts the process there with
-    ``clone3(CLONE_INTO_CGROUP)`` when it can (``hostjob.runtime.init``): a move into a
-    cgroup2 cgroup after the fact can only go through ``cgroup.procs``, which takes the
-    kernel's write lock on every process's cgroup membership (``cgroup_threadgroup_rwsem``)
-    and so waits for an RCU grace period, 5-24 ms. ``tasks``: the job's ``tasks`` file
-    in each v1 hierarchy.
-    """
-
-    __slots__ = ("tasks", "unified")
-
-    def __init__(self, tasks: list[str], unified: str | None) -> None:
-        self.tasks = tasks
-        self.unified = unified
-
-    def __repr__(self) -> str:
-        return f"Entry(tasks={self.tasks!r}, unified={self.unified!r})"
-
-    def join(self, *, unified: bool = True) -> None:
-        """Move the calling process into the job; ``unified=False`` when it was born in
-        the job's cgroup2 cgroup (clone3) and only the v1 hierarchies are left.
-
-        What the container's process runs first after the fork: one open, write and
-        close per hierarchy, nothing else. On v1 the value ``0`` goes into ``tasks``,
-        which moves only the calling thread -- the whole process, since a forked child
-        is single-threaded -- and skips that lock (``cgroup.procs`` would take it). On
-        cgroup2, ``tasks`` does not exist and ``cgroup.threads`` cannot cross a domain:
-        ``cgroup.procs`` it is. Raises CgroupError naming the file.
-        """
-        for path in self.tasks:
-            _write_zero(path)
-        if unified and self.unified is not None:
-            _write_zero(self.unified + "/cgroup.procs")
-
-
-def _write_zero(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            os.write(fd, b"0")
-        finally:
-            os.close(fd)
-    except OSError as err:
-        raise CgroupError(f"cannot join cgroup: writing 0 to {path}: {err.strerror}") from None
-
-
 def frozen(path: str) -> bool:
     """Whether the job at ``path`` is frozen itself (``paused``), not merely through an
     ancestor; False where nothing can freeze it.
@@ -352,13 +302,13 @@ def _read_optional(path: str) -> bytes | None:
     except FileNotFoundError:
         return None
     except OSError as err:
-        raise CgroupError(f"cannot read {path}: {err.strerror}") from None
+        raise CgroupError(f"cannot read {path}: {err.strerror}") from err
     try:
         return os.read(fd, 4096)
     except OSError as err:
         if err.errno == errno.ENODEV:  # the cgroup was removed under us
             return None
-        raise CgroupError(f"cannot read {path}: {err.strerror}") from None
+        raise CgroupError(f"cannot read {path}: {err.strerror}") from err
     finally:
         os.close(fd)
 

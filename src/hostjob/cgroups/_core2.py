@@ -84,7 +84,7 @@ def wait_event(d: Dir, key: str, want: int, timeout: float) -> bool | None:
     except OSError as err:
         if err.errno in (errno.ENOENT, errno.ENODEV):
             return None
-        raise CgroupError(f"cannot watch {d.path}/cgroup.events: {err.strerror}") from None
+        raise CgroupError(f"cannot watch {d.path}/cgroup.events: {err.strerror}") from err
     finally:
         if fd >= 0:
             os.close(fd)

@@ -46,18 +46,7 @@ def rmdir(path: str) -> None:
 
 
 def read_at(dirfd: int, name: str) -> bytes:
-    fd = os.open(name, _O_READ, dir_fd=dirfd)
-    try:
-        data = os.read(fd, _CHUNK)
-        if len(data) < _SHORT_READ:
-            return data
-        chunks = [data]
-        while data:
-            data = os.read(fd, _CHUNK)
-            chunks.append(data)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    return _read_all(os.open(name, _O_READ, dir_fd=dirfd))
 
 
 def write_at(dirfd: int, name: str, data: bytes) -> None:
@@ -103,7 +92,7 @@ class Dir:
         try:
             return self._dirfd()
         except OSError as err:
-            raise CgroupError(f"cannot open cgroup {self.path}: {_reason(err)}") from None
+            raise CgroupError(f"cannot open cgroup {self.path}: {_reason(err)}") from err
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -119,7 +108,7 @@ class Dir:
         try:
             return read_at(self._dirfd(), name).decode()
         except OSError as err:
-            raise CgroupError(f"cannot read {self.path}/{name}: {_reason(err)}") from None
+            raise CgroupError(f"cannot read {self.path}/{name}: {_reason(err)}") from err
 
     def read_optional(self, name: str) -> str | None:
         """The file's content, or None if this kernel (or controller) lacks it."""
@@ -130,7 +119,7 @@ class Dir:
         except OSError as err:
             if err.errno == errno.ENODEV:
                 return None
-            raise CgroupError(f"cannot read {self.path}/{name}: {_reason(err)}") from None
+            raise CgroupError(f"cannot read {self.path}/{name}: {_reason(err)}") from err
 
     def read_int(self, name: str) -> int:
         return parse_int(self.read(name), f"{self.path}/{name}")
@@ -164,7 +153,12 @@ def write_error(path: str, name: str, value: str, code: int) -> CgroupError:
 
 def read_path(path: str) -> bytes:
     """Read a whole file by path (no dir fd kept): cgroup.procs walks, one-off reads."""
-    fd = os.open(path, _O_READ)
+    return _read_all(os.open(path, _O_READ))
+
+
+def _read_all(fd: int) -> bytes:
+    """Everything in the open file ``fd``, which it closes (cgroup files are small:
+    one read usually does)."""
     try:
         data = os.read(fd, _CHUNK)
         if len(data) < _SHORT_READ:
@@ -188,8 +182,8 @@ def parse_int(text: str, what: str) -> int:
         return MAX_U64
     try:
         return int(value)
-    except ValueError:
-        raise CgroupError(f"cannot parse {what}: {value[:40]!r} is not a number") from None
+    except ValueError as err:
+        raise CgroupError(f"cannot parse {what}: {value[:40]!r} is not a number") from err
 
 
 def parse_keyed(text: str) -> dict[str, int]:

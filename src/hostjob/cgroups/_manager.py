@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from hostjob.cgroups import Entry
     from hostjob.spec.runtime import Resources
 else:
     import _signal as _sig  # signal without its enum wrappers (~3 ms of imports)
@@ -39,6 +38,56 @@ _SIGNAL_ROUNDS = 100
 DESTROY_TIMEOUT = 10.0
 
 _warned: set[str] = set()
+
+
+class Entry:
+    """How a new process enters the job: what ``Manager.entry()`` hands the runtime
+    before it forks (plain paths, computed when the manager is made).
+
+    ``unified``: the job's directory in a cgroup2 hierarchy (a v2 host, or the unified
+    hierarchy of a hybrid one), or None. The runtime starts the process there with
+    ``clone3(CLONE_INTO_CGROUP)`` when it can (``hostjob.runtime.init``): a move into a
+    cgroup2 cgroup after the fact can only go through ``cgroup.procs``, which takes the
+    kernel's write lock on every process's cgroup membership (``cgroup_threadgroup_rwsem``)
+    and so waits for an RCU grace period, 5-24 ms. ``tasks``: the job's ``tasks`` file
+    in each v1 hierarchy.
+    """
+
+    __slots__ = ("tasks", "unified")
+
+    def __init__(self, tasks: list[str], unified: str | None) -> None:
+        self.tasks = tasks
+        self.unified = unified
+
+    def __repr__(self) -> str:
+        return f"Entry(tasks={self.tasks!r}, unified={self.unified!r})"
+
+    def join(self, *, unified: bool = True) -> None:
+        """Move the calling process into the job; ``unified=False`` when it was born in
+        the job's cgroup2 cgroup (clone3) and only the v1 hierarchies are left.
+
+        What the container's process runs first after the fork: one open, write and
+        close per hierarchy, nothing else. On v1 the value ``0`` goes into ``tasks``,
+        which moves only the calling thread -- the whole process, since a forked child
+        is single-threaded -- and skips that lock (``cgroup.procs`` would take it). On
+        cgroup2, ``tasks`` does not exist and ``cgroup.threads`` cannot cross a domain:
+        ``cgroup.procs`` it is. Raises CgroupError naming the file.
+        """
+        for path in self.tasks:
+            _write_zero(path)
+        if unified and self.unified is not None:
+            _write_zero(self.unified + "/cgroup.procs")
+
+
+def _write_zero(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.write(fd, b"0")
+        finally:
+            os.close(fd)
+    except OSError as err:
+        raise CgroupError(f"cannot join cgroup: writing 0 to {path}: {err.strerror}") from err
 
 
 def warn_once(msg: str) -> None:
@@ -56,8 +105,8 @@ def signal_pidfd(fd: int, pid: int, sig: int) -> None:
         _sig.pidfd_send_signal(fd, sig)
     except ProcessLookupError:
         pass
-    except PermissionError:
-        raise CgroupError(f"cannot signal process {pid}: permission denied") from None
+    except PermissionError as err:
+        raise CgroupError(f"cannot signal process {pid}: permission denied") from err
 
 
 def collect_pids(path: str, out: set[int]) -> None:
@@ -70,7 +119,7 @@ def collect_pids(path: str, out: set[int]) -> None:
         if err.errno == errno.ENODEV:
             return  # removed under us
         if err.errno != errno.EOPNOTSUPP:
-            raise CgroupError(f"cannot read {path}/cgroup.procs: {err.strerror}") from None
+            raise CgroupError(f"cannot read {path}/cgroup.procs: {err.strerror}") from err
         # A threaded cgroup has no cgroup.procs to read; its threads signal their process.
         data = _fs.read_path(path + "/cgroup.threads")
     out.update(_fs.parse_pids(data))
@@ -93,7 +142,7 @@ def remove_tree(path: str) -> bool:
         return True
     except OSError as err:
         if err.errno not in (errno.EBUSY, errno.ENOTEMPTY):
-            raise CgroupError(f"cannot remove cgroup {path}: {err.strerror}") from None
+            raise CgroupError(f"cannot remove cgroup {path}: {err.strerror}") from err
     try:
         with os.scandir(path) as it:
             children = [e.path for e in it if e.is_dir(follow_symlinks=False)]
@@ -107,7 +156,7 @@ def remove_tree(path: str) -> bool:
         return True
     except OSError as err:
         if err.errno not in (errno.EBUSY, errno.ENOTEMPTY):
-            raise CgroupError(f"cannot remove cgroup {path}: {err.strerror}") from None
+            raise CgroupError(f"cannot remove cgroup {path}: {err.strerror}") from err
         return False
     return True
 
@@ -137,14 +186,14 @@ def mkdir_p(
                     if new_parent is not None and i < len(parts) - 1:
                         new_parent(current)
             return made
-        except FileNotFoundError:
+        except FileNotFoundError as err:
             # A deleting container removed an empty shared parent under our feet.
             if attempt == 2:
                 raise CgroupError(
                     f"cannot create cgroup {full}: its parent keeps vanishing"
-                ) from None
+                ) from err
         except OSError as err:
-            raise CgroupError(f"cannot create cgroup {full}: {err.strerror}") from None
+            raise CgroupError(f"cannot create cgroup {full}: {err.strerror}") from err
     return made
 
 

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 SHARES_MIN = 2
 SHARES_MAX = 262144
 WEIGHT_MAX = 10000
-DEFAULT_CFS_PERIOD = 100000
 
 _R = "linux.resources"
 
@@ -32,14 +31,6 @@ def cpu_shares_to_weight(shares: int) -> int:
         return 0
     shares = min(max(shares, SHARES_MIN), SHARES_MAX)
     return 1 + ((shares - SHARES_MIN) * 9999) // 262142
-
-
-def cpu_weight_to_shares(weight: int) -> int:
-    """The inverse map, rounded up so that ``cpu_shares_to_weight`` gives ``weight`` back."""
-    if weight == 0:
-        return 0
-    weight = min(max(weight, 1), WEIGHT_MAX)
-    return SHARES_MIN + -((-(weight - 1) * 262142) // 9999)
 
 
 def blkio_weight_to_io_weight(weight: int) -> int:
@@ -156,40 +147,12 @@ def validate(res: Resources, version: int) -> None:
                     f"{_R}.hugepageLimits[{i}].pageSize",
                 )
     if res.unified:
+        from hostjob.spec.runtime import check_unified
+
         check_unified(res.unified)
         if version == 1:
             raise ConfigError(
                 "cgroup v2 files cannot be set on this cgroup v1 host", f"{_R}.unified"
-            )
-
-
-_CONTROLLER_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
-
-
-def check_unified(unified: dict[str, str]) -> None:
-    """``linux.resources.unified`` names controller files only (``memory.high``): never
-    ``cgroup.*``, the cgroup's own interface (``cgroup.procs`` would pull any process
-    into the job, ``cgroup.subtree_control`` reshape it), and never a path."""
-    for key in unified:
-        controller, dot, parameter = key.partition(".")
-        if (
-            not dot
-            or not parameter
-            or not controller
-            or not _CONTROLLER_CHARS.issuperset(controller)
-            or "/" in parameter
-            or ".." in parameter
-            or "\0" in parameter
-        ):
-            raise ConfigError(
-                f"{key!r} is not a cgroup file name (CONTROLLER.PARAMETER)",
-                f"{_R}.unified",
-            )
-        if controller == "cgroup":
-            raise ConfigError(
-                f"{key!r} is a cgroup core file, not a controller setting: unified takes"
-                " controller files only",
-                f"{_R}.unified",
             )
 
 

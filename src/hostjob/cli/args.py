@@ -145,8 +145,8 @@ def parse(command: Command, argv: list[str], *, stop_at_positional: bool = False
         if opt.kind == INT:
             try:
                 values[opt.dest] = int(text, 10)
-            except ValueError:
-                raise InvalidArgument(f'invalid value "{text}" for flag -{name}') from None
+            except ValueError as err:
+                raise InvalidArgument(f'invalid value "{text}" for flag -{name}') from err
         elif opt.kind == LIST:
             values[opt.dest].append(text)
         else:

@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hostjob version {__version__}\nspec: {SPEC_VERSION}")
         return 0
     if glob.log_format not in ("text", "json"):
-        return _fail(HostjobError(f"invalid log-format: {glob.log_format}"))
+        return _fail(HostjobError(f"invalid log-format: {glob.log_format}"), glob.debug)
     log.configure(glob.log, glob.log_format, glob.debug)
     if not glob.command:
         print(_top_usage(), file=sys.stderr)
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     name, rest = glob.command[0], glob.command[1:]
     entry = COMMANDS.get(name)
     if entry is None:
-        return _fail(HostjobError(f"no such command: {name}"))
+        return _fail(HostjobError(f"no such command: {name}"), glob.debug)
     module_name, _help, needs_root = entry
     # __import__ rather than importlib.import_module: importlib drags in warnings.
     package = __import__(f"hostjob.cli.commands.{module_name}")
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         print(usage("hostjob", command))
         return 0
     except HostjobError as err:
-        return _fail(err)
+        return _fail(err, glob.debug)
     ctx = Context(glob)
     try:
         if needs_root and os.geteuid() != 0:
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         code: int = module.run(args, ctx)
         return code
     except HostjobError as err:
-        return _fail(err)
+        return _fail(err, glob.debug)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -150,13 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         if glob.debug:
             raise
-        return _fail(HostjobError(_os_error_text(err)))
+        return _fail(HostjobError(_os_error_text(err)), glob.debug)
     except Exception as err:
         # A bug: still one line and exit 1, never a traceback on a client's stderr
         # (containerd and podman show it to the user). --debug shows the traceback.
         if glob.debug:
             raise
-        return _fail(HostjobError(f"internal error: {type(err).__name__}: {err}"))
+        return _fail(HostjobError(f"internal error: {type(err).__name__}: {err}"), glob.debug)
 
 
 def _silence_stdout() -> None:
@@ -172,11 +172,52 @@ def _os_error_text(err: OSError) -> str:
     return text
 
 
-def _fail(err: HostjobError) -> int:
+def _fail(err: HostjobError, debug: bool = False) -> int:
+    """Report ``err``: its one line on stderr and in the log, the exit code. With
+    ``--debug`` also where it was raised and every cause below it (the errno and the
+    call that failed), as debug records (stderr, or the ``--log`` file)."""
     message = str(err).replace("\n", " ")
     log.error(message)
     sys.stderr.write(f"{message}\n")
+    if debug:
+        for line in cause_chain(err):
+            log.debug(line)
     return err.exit_code
+
+
+def cause_chain(err: BaseException) -> list[str]:
+    """``err``'s origin, then each exception that caused it (``raise ... from``, or
+    raised while handling it), one line each, as ``--debug`` prints them."""
+    lines = [f"{type(err).__name__} raised at {_origin(err)}"]
+    seen = {id(err)}
+    current: BaseException | None = err
+    while current is not None:
+        cause = current.__cause__
+        if cause is None and not current.__suppress_context__:
+            cause = current.__context__
+        if cause is None or id(cause) in seen:
+            break
+        seen.add(id(cause))
+        text = str(cause).replace("\n", " ")
+        lines.append(f"caused by {type(cause).__name__}: {text} (at {_origin(cause)})")
+        current = cause
+    return lines
+
+
+def _origin(err: BaseException) -> str:
+    """``file:line in function`` of the innermost frame that raised ``err`` (the path
+    from the ``hostjob`` package on)."""
+    tb = err.__traceback__
+    if tb is None:
+        return "an unknown place"
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    path = code.co_filename
+    cut = path.rfind("/hostjob/")
+    if cut >= 0:
+        path = path[cut + 1 :]
+    return f"{path}:{tb.tb_lineno} in {code.co_name}"
 
 
 def entry_point() -> None:

@@ -11,6 +11,7 @@ import time
 
 from hostjob import jsonio
 from hostjob.cli.args import VALUE, Option
+from hostjob.units import human_size, parse_rfc3339
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,20 +36,6 @@ def open_store(args: Args) -> Store:
     return Store(args.store or None)
 
 
-def human_size(size: int | None) -> str:
-    """Bytes the way docker and podman print them (SI units): ``5.6 MB``."""
-    if size is None:
-        return "-"
-    value = float(size)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            if unit == "B" or value >= 100:
-                return f"{value:.0f} {unit}"
-            return f"{value:.1f} {unit}"
-        value /= 1000
-    raise AssertionError("unreachable")
-
-
 def short_id(digest: str | None) -> str:
     """The first 12 hex digits of a digest (docker's short image ID)."""
     if not digest:
@@ -56,36 +43,9 @@ def short_id(digest: str | None) -> str:
     return digest.partition(":")[2][:12] or digest[:12]
 
 
-def parse_time(text: str | None) -> float | None:
-    """Seconds since the epoch for an RFC 3339 time (UTC or with an offset), else None."""
-    if not text or len(text) < 19:
-        return None
-    try:
-        base = time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")
-    except ValueError:
-        return None
-    import calendar
-
-    seconds = float(calendar.timegm(base))
-    rest = text[19:]
-    if rest.startswith("."):  # fractional seconds
-        digits = rest[1:]
-        end = len(digits) - len(digits.lstrip("0123456789"))
-        rest = digits[end:]
-    if rest in ("Z", "z", ""):
-        return seconds
-    if len(rest) == 6 and rest[0] in "+-" and rest[3] == ":":
-        try:
-            offset = int(rest[1:3]) * 3600 + int(rest[4:6]) * 60
-        except ValueError:
-            return None
-        return seconds - offset if rest[0] == "+" else seconds + offset
-    return None
-
-
 def ago(created: str | None, now: float | None = None) -> str:
     """``3 days ago`` for an RFC 3339 time; ``-`` when there is none."""
-    when = parse_time(created)
+    when = parse_rfc3339(created)
     if when is None:
         return "-"
     delta = (time.time() if now is None else now) - when

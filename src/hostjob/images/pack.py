@@ -27,7 +27,7 @@ import tarfile
 import tempfile
 import time
 
-from hostjob.errors import ImageError, InvalidArgument, ReferenceError
+from hostjob.errors import ImageError, InvalidArgument, InvalidReference
 from hostjob.images import reference as refs
 from hostjob.spec import image as spec
 
@@ -319,7 +319,7 @@ class _Base:
         parsed = None
         try:
             parsed = refs.parse(base)
-        except ReferenceError:
+        except InvalidReference:
             pass
         if parsed is not None and not parsed.is_registry:
             self._from_source(parsed)
@@ -467,7 +467,9 @@ def pack(
 
     target = refs.parse(to)
     if target.transport not in ("oci", "oci-archive") or target.digest or target.path is None:
-        raise ReferenceError(f"pack writes to oci:DIR[:TAG] or oci-archive:FILE[:TAG], not {to!r}")
+        raise InvalidReference(
+            f"pack writes to oci:DIR[:TAG] or oci-archive:FILE[:TAG], not {to!r}"
+        )
     epoch = source_date_epoch() if mtime is None else mtime
     created = _rfc3339(epoch)
     for item in env or []:

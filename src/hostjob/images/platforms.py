@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform as _platform
 
-from hostjob.errors import ImageError, ReferenceError
+from hostjob.errors import ImageError, InvalidReference
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def parse(text: str) -> Platform:
     if len(parts) == 1:
         parts.insert(0, "linux")
     if not 2 <= len(parts) <= 3 or not all(parts):
-        raise ReferenceError(f"invalid platform {text!r}: expected os/arch[/variant]")
+        raise InvalidReference(f"invalid platform {text!r}: expected os/arch[/variant]")
     os_name, arch = parts[0], parts[1]
     variant = parts[2] if len(parts) == 3 else None
     arch, implied = {"x86_64": ("amd64", None), "aarch64": ("arm64", None)}.get(arch, (arch, None))

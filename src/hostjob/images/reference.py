@@ -16,7 +16,7 @@ lowercase path components separated by ``/``. Docker Hub defaults apply:
 
 from __future__ import annotations
 
-from hostjob.errors import ReferenceError
+from hostjob.errors import InvalidReference
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -206,7 +206,7 @@ class Reference:
 def parse(text: str) -> Reference:
     """Parse any accepted form; a bare name is a registry reference."""
     if not text:
-        raise ReferenceError("empty image reference")
+        raise InvalidReference("empty image reference")
     transport, sep, rest = text.partition(":")
     if sep and transport in ("oci", "oci-archive", "docker-archive"):
         return _parse_local(transport, rest, text)
@@ -219,14 +219,14 @@ def parse_name(text: str) -> Reference:
     """Parse a registry reference ``[host[:port]/]path[:tag][@digest]``, with defaults."""
     original = text
     if not text:
-        raise ReferenceError("empty image reference")
+        raise InvalidReference("empty image reference")
     if len(text) > NAME_MAX + 1 + 128 + 1 + 135:
-        raise ReferenceError(f"image reference is too long: {text[:80]!r}...")
+        raise InvalidReference(f"image reference is too long: {text[:80]!r}...")
     digest = None
     if "@" in text:
         text, _, digest = text.rpartition("@")
         if not is_digest(digest):
-            raise ReferenceError(
+            raise InvalidReference(
                 f"invalid digest {digest!r} in {original!r}: expected sha256:<64 lowercase hex>"
             )
     tag = None
@@ -235,10 +235,10 @@ def parse_name(text: str) -> Reference:
     if colon > slash:
         text, tag = text[:colon], text[colon + 1 :]
         if not is_tag(tag):
-            raise ReferenceError(f"invalid tag {tag!r} in {original!r}")
+            raise InvalidReference(f"invalid tag {tag!r} in {original!r}")
     domain, repository = _split_domain(text, original)
     if len(domain) + 1 + len(repository) > NAME_MAX:
-        raise ReferenceError(f"repository name must not exceed {NAME_MAX} characters")
+        raise InvalidReference(f"repository name must not exceed {NAME_MAX} characters")
     if tag is None and digest is None:
         tag = DEFAULT_TAG
     return Reference("docker", domain=domain, repository=repository, tag=tag, digest=digest)
@@ -251,11 +251,11 @@ def normalize(text: str) -> str:
 
 def _split_domain(name: str, original: str) -> tuple[str, str]:
     if not name:
-        raise ReferenceError(f"missing repository name in {original!r}")
+        raise InvalidReference(f"missing repository name in {original!r}")
     first, sep, rest = name.partition("/")
     if sep and ("." in first or ":" in first or first == "localhost" or first.lower() != first):
         if not is_domain(first):
-            raise ReferenceError(f"invalid registry host {first!r} in {original!r}")
+            raise InvalidReference(f"invalid registry host {first!r} in {original!r}")
         domain, path = first, rest
     else:
         domain, path = DOCKER_HUB, name
@@ -264,10 +264,10 @@ def _split_domain(name: str, original: str) -> tuple[str, str]:
     components = path.split("/")
     for component in components:
         if component in ("", ".", ".."):
-            raise ReferenceError(f"invalid repository path {path!r} in {original!r}")
+            raise InvalidReference(f"invalid repository path {path!r} in {original!r}")
         if not is_path_component(component):
             hint = " (must be lowercase)" if component.lower() != component else ""
-            raise ReferenceError(
+            raise InvalidReference(
                 f"invalid repository name component {component!r} in {original!r}{hint}"
             )
     if domain == DOCKER_HUB and len(components) == 1:
@@ -279,7 +279,7 @@ def _parse_local(transport: str, rest: str, original: str) -> Reference:
     if transport == "oci" and "@" in rest:
         path, _, digest = rest.rpartition("@")
         if not is_digest(digest):
-            raise ReferenceError(f"invalid digest {digest!r} in {original!r}")
+            raise InvalidReference(f"invalid digest {digest!r} in {original!r}")
         _check_path(path, original)
         return Reference(transport, path=path, digest=digest)
     path, sep, suffix = rest.partition(":")
@@ -287,7 +287,7 @@ def _parse_local(transport: str, rest: str, original: str) -> Reference:
     if not sep:
         return Reference(transport, path=path)
     if not suffix:
-        raise ReferenceError(f"empty tag after ':' in {original!r}")
+        raise InvalidReference(f"empty tag after ':' in {original!r}")
     if transport == "docker-archive":
         if suffix.startswith("@"):
             try:
@@ -295,19 +295,19 @@ def _parse_local(transport: str, rest: str, original: str) -> Reference:
             except ValueError:
                 index = -1
             if index < 0:
-                raise ReferenceError(f"invalid image index {suffix!r} in {original!r}") from None
+                raise InvalidReference(f"invalid image index {suffix!r} in {original!r}") from None
             return Reference(transport, path=path, index=index)
         if "@" in suffix:
-            raise ReferenceError(f"a docker-archive reference cannot have a digest: {original!r}")
+            raise InvalidReference(f"a docker-archive reference cannot have a digest: {original!r}")
         return Reference(transport, path=path, tag=parse_name(suffix).name)
     # An OCI ref name (org.opencontainers.image.ref.name): a tag, or a full name.
     if any(c in suffix for c in "\0\n") or len(suffix) > NAME_MAX:
-        raise ReferenceError(f"invalid OCI reference name {suffix!r} in {original!r}")
+        raise InvalidReference(f"invalid OCI reference name {suffix!r} in {original!r}")
     return Reference(transport, path=path, tag=suffix)
 
 
 def _check_path(path: str, original: str) -> None:
     if not path:
-        raise ReferenceError(f"missing path in {original!r}")
+        raise InvalidReference(f"missing path in {original!r}")
     if "\0" in path:
-        raise ReferenceError(f"invalid path in {original!r}")
+        raise InvalidReference(f"invalid path in {original!r}")

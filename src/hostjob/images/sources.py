@@ -14,7 +14,7 @@ import os
 import posixpath
 import tarfile
 
-from hostjob.errors import ImageError, ImageNotFound, ReferenceError
+from hostjob.errors import ImageError, ImageNotFound, InvalidReference
 from hostjob.images import reference as refs
 from hostjob.spec import image as spec
 
@@ -267,7 +267,7 @@ def _name_from_annotations(ann: dict[str, str], ref: Reference) -> str | None:
         if value and "/" in value:
             try:
                 return refs.normalize(value)
-            except ReferenceError:
+            except InvalidReference:
                 pass
     return None
 
@@ -377,7 +377,7 @@ class DockerArchiveSource:
 def _normalize_tag(tag: str) -> str | None:
     try:
         return refs.normalize(tag)
-    except ReferenceError:
+    except InvalidReference:
         return None
 
 

@@ -41,8 +41,8 @@ from hostjob.errors import (
     ImageError,
     ImageNotFound,
     InvalidArgument,
+    InvalidReference,
     PermissionDenied,
-    ReferenceError,
 )
 from hostjob.images import progress as events
 from hostjob.images import reference as refs
@@ -441,7 +441,7 @@ class Store:
             return [name], images[name]["manifest"]
         try:
             canonical = _canonical_name(name)
-        except ReferenceError:
+        except InvalidReference:
             canonical = None
         if canonical and canonical in images:
             return [canonical], images[canonical]["manifest"]
@@ -797,7 +797,7 @@ class Store:
     def import_archive(self, ref: str, **kw: Any) -> dict[str, Any]:
         """``import``: an ``oci:``, ``oci-archive:`` or ``docker-archive:`` reference."""
         if refs.parse(ref).is_registry:
-            raise ReferenceError(
+            raise InvalidReference(
                 f"{ref!r} is a registry reference; import takes oci:, oci-archive: or"
                 " docker-archive:"
             )
@@ -951,7 +951,7 @@ def _default_name(ref: refs.Reference, source: Source) -> str:
     tag = ref.tag if ref.tag and "/" not in ref.tag and ":" not in ref.tag else "latest"
     try:
         return refs.normalize(f"localhost/{cleaned}:{tag}")
-    except ReferenceError:
+    except InvalidReference:
         return f"localhost/{cleaned}:latest"
 
 

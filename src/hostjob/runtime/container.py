@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import os
 import select
-import time
 
 from hostjob import cgroups, faults, log
 from hostjob.errors import (
@@ -28,9 +27,8 @@ from hostjob.runtime import proc, status
 
 # hooks, init, mounts and resolve are imported by the verbs that use them: `state`,
 # `kill` and `start` are whole commands of their own and should not pay for them.
-from hostjob.runtime.signals import sig
-from hostjob.runtime.status import Status
-from hostjob.runtime.store import (
+from hostjob.runtime.proc import sig
+from hostjob.runtime.state_dir import (
     DEFAULT_ROOT,
     PHASE_CREATED,
     PHASE_CREATING,
@@ -39,13 +37,14 @@ from hostjob.runtime.store import (
     validate_id,
     write_pid_file,
 )
+from hostjob.runtime.status import Status
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.config import JobConfig, ProcessConfig
     from hostjob.images.store import ResolvedImage
+    from hostjob.job import JobConfig, ProcessConfig
     from hostjob.runtime.execute import ExecOptions
     from hostjob.runtime.init import Child
     from hostjob.spec import runtime as wire
@@ -56,13 +55,6 @@ if TYPE_CHECKING:
 DEFAULT_STOP_GRACE = 5.0
 
 __all__ = ["Container", "Status"]
-
-
-def _now_rfc3339_nano() -> str:
-    ns = time.time_ns()
-    seconds, fraction = divmod(ns, 1_000_000_000)
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
-    return f"{stamp}.{fraction:09d}Z"
 
 
 def stop_grace() -> float:
@@ -229,7 +221,7 @@ class Container:
         The calling process is the container process's parent until it exits (the
         CLI exits at once, so a subreaper such as containerd's shim adopts it).
         """
-        from hostjob.config import load_bundle
+        from hostjob.runtime.bundle import load_bundle
 
         validate_id(container_id)
         job = load_bundle(bundle, container_id)
@@ -248,6 +240,7 @@ class Container:
     ) -> tuple[Container, Child]:
         """``create`` from a converted config; also returns the child's handle (for ``run``)."""
         from hostjob.runtime import init, resolve
+        from hostjob.units import rfc3339_nano
 
         options = options or CreateOptions()
         store = StateStore(root)
@@ -268,7 +261,7 @@ class Container:
             pid=0,
             start_time=0,
             phase=PHASE_CREATING,
-            created=_now_rfc3339_nano(),
+            created=rfc3339_nano(),
             owner="",
             config=job,
             undo=[],
@@ -284,7 +277,7 @@ class Container:
             faults.point("create:after-state-dir")
             manager = cgroups.open_manager(job.cgroups_path)
             try:
-                manager.create(job.resources(), exclusive=True)
+                manager.create(job.resources, exclusive=True)
             except CgroupExists:
                 # Made by someone else since the check above: never ours to touch.
                 record.cgroup = ""
@@ -352,15 +345,13 @@ class Container:
 
         job = self.config
         if options.bundle_config is not None:
-            from hostjob import jsonio
+            from hostjob import fsutil, jsonio
 
             # 0600: the directory may be opened to the job's user (open_for_user), and
             # the config holds the --env values.
             path = os.path.join(self.store.dir(self.id), "config.json")
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(path, flags, 0o600)
-            with open(fd, "w") as f:
-                f.write(jsonio.dumps(options.bundle_config, 2) + "\n")
+            data = jsonio.dumps(options.bundle_config, 2) + "\n"
+            fsutil.write_atomic(path, data.encode(), mode=0o600)
         if options.image is not None:
             mounts.mount_image(
                 self.id, job, options.image, options.image_store or "", self._record_change
@@ -411,7 +402,7 @@ class Container:
             fd = os.open(self.store.fifo(self.id), os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as err:
             if err.errno in (errno.ENXIO, errno.ENOENT):
-                raise InvalidState("cannot start a container that has stopped") from None
+                raise InvalidState("cannot start a container that has stopped") from err
             raise
         try:
             os.write(fd, b"0")
@@ -445,6 +436,29 @@ class Container:
 
     # --- delete ---------------------------------------------------------------------------
 
+    @classmethod
+    def delete_by_id(
+        cls, container_id: str, *, root: str = DEFAULT_ROOT, force: bool = False
+    ) -> None:
+        """``delete`` of an ID, as runc's ``delete`` does it. With ``force``: an ID that
+        is not there is fine (clients delete to be sure), and a container whose record
+        is damaged is removed as far as its ID alone says -- its default job cgroup
+        ``/hostjob/<id>`` (killing what runs there) and its state directory with any
+        mount below it -- so that the ID is free again."""
+        try:
+            cls.load(container_id, root=root).delete(force=force)
+        except ContainerNotFound:
+            if not force:
+                raise
+        except StateCorrupt as err:
+            if not force:
+                raise
+            store = StateStore(root)
+            with store.lock(container_id):
+                _remove_job_cgroup(cgroups.resolve_path("", container_id))
+                store.remove(container_id)
+            log.warning(f"{err}: removed its default cgroup and its state directory only")
+
     def delete(self, *, force: bool = False) -> None:
         """Delete a created or stopped container (any container with ``force``)."""
         with self.store.lock(self.id):
@@ -469,13 +483,7 @@ class Container:
             if grace > 0:
                 manager.terminate(grace)  # the job outlived its init: TERM, then KILL
             faults.point("delete:after-kill")
-            manager.destroy()
-            top = cgroups.CGROUP_PARENT
-            if job.cgroups_path.endswith(".scope"):
-                # A --systemd-cgroup path mapped onto cgroupfs: without systemd, its
-                # slices exist because hostjob made them.
-                top = "/" + job.cgroups_path.strip("/").split("/")[0]
-            manager.remove_empty_parents(top)
+            _remove_job_cgroup(job.cgroups_path, manager)
         faults.point("delete:after-cgroup")
         entries = record.undo
         if job.mount_mode == "bind" and entries:
@@ -550,16 +558,16 @@ class Container:
 
     def update(self, resources: wire.Resources) -> None:
         """Change the job's limits live; they are kept in the container's record."""
-        from hostjob.config import merge_resources
+        from hostjob.job import merge_resources
 
         with self.store.lock(self.id):
             self.reload()
             status.require_signal(self.id, self.status)
             record = self.record
             assert record is not None
-            merged = merge_resources(record.config.resources(), resources)
+            merged = merge_resources(record.config.resources, resources)
             self.cgroup().update(merged)
-            record.config.resources_json = merged.to_json()
+            record.config.set_resources(merged)
             self.store.write(record)
 
     def stats(self) -> dict[str, Any]:
@@ -572,9 +580,25 @@ class Container:
 
     def exec(self, process: ProcessConfig, options: ExecOptions | None = None) -> int:
         """Run another process in the job; its exit status (0 once it runs, detached)."""
-        from hostjob.runtime.execute import ExecOptions, exec_process
+        from hostjob.runtime.execute import ExecOptions, exec_in_job
 
-        return exec_process(self, process, options or ExecOptions())
+        status.require_exec(self.id, self.status)
+        assert self.record is not None
+        entry = self.cgroup().entry()
+        return exec_in_job(self.config, self.record, entry, process, options or ExecOptions())
+
+
+def _remove_job_cgroup(path: str, manager: cgroups.Manager | None = None) -> None:
+    """Kill what is left in the job's cgroup ``path``, remove it, then the parents
+    hostjob made for it once they are empty: up to ``/hostjob``, or for a
+    ``--systemd-cgroup`` path mapped onto cgroupfs up to its top slice (without
+    systemd, those slices exist because hostjob made them)."""
+    manager = manager or cgroups.open_manager(path)
+    manager.destroy()
+    top = cgroups.CGROUP_PARENT
+    if path.endswith(".scope"):
+        top = "/" + path.strip("/").split("/")[0]
+    manager.remove_empty_parents(top)
 
 
 def _refuse_existing_cgroup(path: str) -> None:

@@ -1,5 +1,8 @@
 """``exec``: another process in a running job container (SPEC §7).
 
+``process_for_exec`` makes the process of ``exec ID CMD...``: the container's own,
+with runc's overrides (``--env``, ``--cwd``, ``--user``, ``--cap`` ...) applied.
+
 The process gets the init's treatment (``resolve.plan``: environment, sandbox
 substitution, PATH, cwd, program, user), joins the job's cgroup before it
 execs, and in bind mode the init's mount namespace. ``detach`` returns once it
@@ -11,15 +14,16 @@ from __future__ import annotations
 
 import os
 
-from hostjob.errors import HostjobError
-from hostjob.runtime import init, proc, resolve, status
+from hostjob.errors import ConfigError, HostjobError
+from hostjob.runtime import init, proc, resolve
 from hostjob.runtime.foreground import TerminalPair, wait_attached
-from hostjob.runtime.store import write_pid_file
+from hostjob.runtime.state_dir import write_pid_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hostjob.config import ProcessConfig
-    from hostjob.runtime.container import Container
+    from hostjob.cgroups import Entry
+    from hostjob.job import JobConfig, ProcessConfig
+    from hostjob.runtime.state_dir import Record
 
 
 class ExecOptions:
@@ -38,11 +42,61 @@ class ExecOptions:
         self.preserve_fds = preserve_fds
 
 
-def exec_process(container: Container, process: ProcessConfig, options: ExecOptions) -> int:
-    status.require_exec(container.id, container.status)
-    job = container.config
-    record = container.record
-    assert record is not None
+def process_for_exec(
+    base: ProcessConfig,
+    args: list[str],
+    *,
+    env: tuple[str, ...] | list[str] = (),
+    cwd: str | None = None,
+    user: str | None = None,
+    additional_gids: list[int] | None = None,
+    tty: bool | None = None,
+    no_new_privileges: bool | None = None,
+    capabilities: tuple[str, ...] | list[str] = (),
+) -> ProcessConfig:
+    """``exec ID CMD...``: the container's own process, with runc's overrides applied."""
+    if not args:
+        raise ConfigError("exec needs a command to run")
+    for entry in env:
+        if "=" not in entry:
+            raise ConfigError(f"--env {entry!r} is not KEY=VALUE")
+    from hostjob.job import ProcessConfig
+
+    process: ProcessConfig = ProcessConfig.decode(base.to_json())
+    process.args = list(args)
+    process.env = [*process.env, *env]
+    if cwd:
+        process.cwd = cwd
+    process.terminal = bool(tty)
+    if no_new_privileges is not None:
+        process.no_new_privileges = no_new_privileges
+    if user:
+        uid_text, _, gid_text = user.partition(":")
+        if uid_text.isdigit() and (not gid_text or gid_text.isdigit()):
+            process.uid = int(uid_text)
+            process.gid = int(gid_text) if gid_text else 0
+            process.username = None
+        else:
+            process.uid, process.gid, process.username = None, None, user
+        process.additional_gids = []
+    if additional_gids is not None:
+        process.additional_gids = list(additional_gids)
+    if capabilities and process.capabilities is not None:
+        from hostjob.linux import CAP_NUMBERS
+
+        for cap in capabilities:
+            if cap not in CAP_NUMBERS:
+                raise ConfigError(f"unknown capability {cap!r}")
+        for name in ("bounding", "effective", "inheritable", "permitted", "ambient"):
+            process.capabilities[name] = [*process.capabilities.get(name, []), *capabilities]
+    return process
+
+
+def exec_in_job(
+    job: JobConfig, record: Record, entry: Entry, process: ProcessConfig, options: ExecOptions
+) -> int:
+    """Start ``process`` in the running job of ``record`` (its config ``job``, its
+    cgroup's ``entry``); ``Container.exec`` checks the status first."""
     terminal = None
     console: str | int | None = options.console_socket
     if process.terminal and console is None:
@@ -50,7 +104,7 @@ def exec_process(container: Container, process: ProcessConfig, options: ExecOpti
             raise HostjobError("cannot allocate a tty for a detached exec without --console-socket")
         terminal = TerminalPair()
         console = terminal.child_fd
-    setup = init.ChildSetup(resolve.plan(job, process), container.cgroup().entry())
+    setup = init.ChildSetup(resolve.plan(job, process), entry)
     setup.console = console
     setup.extra_fds = options.preserve_fds
     if job.mount_mode == "bind":

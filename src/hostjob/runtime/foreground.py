@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from hostjob.runtime.signals import sig
+from hostjob.runtime.proc import sig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

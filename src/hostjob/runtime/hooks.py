@@ -11,14 +11,13 @@ import os
 
 from hostjob import faults, jsonio
 from hostjob.errors import HookError
-from hostjob.runtime.proc import env_dict, exit_code, wait_pidfd
-from hostjob.runtime.signals import sig
+from hostjob.runtime.proc import env_dict, exit_code, sig, wait_pidfd
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.config import Hook
+    from hostjob.job import Hook
 
 
 def run_hooks(point: str, hooks: list[Hook], state: dict[str, Any]) -> None:
@@ -55,7 +54,7 @@ def run_hook(point: str, index: int, hook: Hook, payload: bytes) -> None:
         except OSError as err:
             raise HookError(
                 f"{point} hook #{index} ({hook.path}) could not start: {err.strerror}"
-            ) from None
+            ) from err
         os.close(stdin_r)
         stdin_r = -1
         try:

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from hostjob.cgroups import Entry
-    from hostjob.config import Hook
+    from hostjob.job import Hook
     from hostjob.runtime.resolve import LaunchPlan
 
 READY = b"R"
@@ -216,7 +216,7 @@ def _child_main(setup: ChildSetup, report_fd: int, in_unified: bool) -> None:
     try:
         os.setsid()
     except OSError as err:
-        raise StartError(f"cannot start a new session (setsid): {err.strerror}") from None
+        raise StartError(f"cannot start a new session (setsid): {err.strerror}") from err
     if plan.terminal:
         if setup.console is None:
             raise StartError("terminal is true but no console socket was given")
@@ -228,7 +228,7 @@ def _child_main(setup: ChildSetup, report_fd: int, in_unified: bool) -> None:
             where = "" if isinstance(setup.console, int) else f" {setup.console}"
             raise StartError(
                 f"cannot set up the terminal (console socket{where}): {_reason(err)}"
-            ) from None
+            ) from err
     if plan.oom_score_adj is not None:
         _write_setting(
             "/proc/self/oom_score_adj", str(plan.oom_score_adj), f"oomScoreAdj {plan.oom_score_adj}"
@@ -241,7 +241,7 @@ def _child_main(setup: ChildSetup, report_fd: int, in_unified: bool) -> None:
             raise StartError(
                 f"cannot set rlimit {_rlimit_name(number)} to soft {_limit(soft)},"
                 f" hard {_limit(hard)}: {reason}"
-            ) from None
+            ) from err
     if setup.enter_namespace is not None:
         setup.enter_namespace()
     if plan.create_cwd and not os.path.isdir(plan.cwd):
@@ -253,7 +253,7 @@ def _child_main(setup: ChildSetup, report_fd: int, in_unified: bool) -> None:
         try:
             fifo_fd = os.open(setup.fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as err:
-            raise StartError(f"cannot open the exec fifo {setup.fifo}: {_reason(err)}") from None
+            raise StartError(f"cannot open the exec fifo {setup.fifo}: {_reason(err)}") from err
 
     _switch_identity(plan)
     if plan.umask is not None:
@@ -266,11 +266,11 @@ def _child_main(setup: ChildSetup, report_fd: int, in_unified: bool) -> None:
         except OSError as err:
             raise StartError(
                 f"cannot set noNewPrivileges (prctl PR_SET_NO_NEW_PRIVS): {_reason(err)}"
-            ) from None
+            ) from err
     try:
         os.chdir(plan.cwd)
     except OSError as err:
-        raise StartError(f"cannot enter the working directory {plan.cwd}: {err.strerror}") from None
+        raise StartError(f"cannot enter the working directory {plan.cwd}: {err.strerror}") from err
     program = resolve.find_program(plan.args[0], plan.cwd, plan.path_value(), plan.mount_point)
     env = plan.env
     if setup.listen_fds:
@@ -285,7 +285,7 @@ def _child_main(setup: ChildSetup, report_fd: int, in_unified: bool) -> None:
         except OSError as err:
             raise StartError(
                 f"cannot pass fd {fd} to the process (LISTEN_FDS/--preserve-fds): {_reason(err)}"
-            ) from None
+            ) from err
 
     os.write(report_fd, READY)
     if fifo_fd >= 0:
@@ -298,7 +298,7 @@ def _child_main(setup: ChildSetup, report_fd: int, in_unified: bool) -> None:
     try:
         os.execve(program, plan.args, env_dict(env))
     except OSError as err:
-        raise StartError(f'exec: "{plan.args[0]}": {err.strerror}') from None
+        raise StartError(f'exec: "{plan.args[0]}": {err.strerror}') from err
 
 
 def _close_fds_except(keep: set[int]) -> None:
@@ -320,7 +320,7 @@ def _write_setting(path: str, value: str, setting: str) -> None:
         finally:
             os.close(fd)
     except OSError as err:
-        raise StartError(f"cannot write {path} ({setting}): {_reason(err)}") from None
+        raise StartError(f"cannot write {path} ({setting}): {_reason(err)}") from err
 
 
 def _reason(err: OSError) -> str:
@@ -348,7 +348,7 @@ def _make_cwd(path: str, uid: int, gid: int, mount_point: str) -> None:
     try:
         target = fsutil.canonical(path)
     except OSError as err:
-        raise StartError(f"cannot create the working directory {path}: {_reason(err)}") from None
+        raise StartError(f"cannot create the working directory {path}: {_reason(err)}") from err
     if not fsutil.under(target, root):
         raise StartError(
             f"working directory {path} leads outside the container's root through a symlink"
@@ -369,8 +369,8 @@ def _make_cwd(path: str, uid: int, gid: int, mount_point: str) -> None:
             raise StartError(
                 f"cannot create the working directory {path}: a directory on the way was"
                 " replaced by a symlink or a file (never followed)"
-            ) from None
-        raise StartError(f"cannot create the working directory {path}: {_reason(err)}") from None
+            ) from err
+        raise StartError(f"cannot create the working directory {path}: {_reason(err)}") from err
 
 
 def _switch_identity(plan: LaunchPlan) -> None:
@@ -407,7 +407,7 @@ def _switch_identity(plan: LaunchPlan) -> None:
                 step = f"raise ambient capability {_cap_name(cap)}"
                 linux.raise_ambient(cap)
     except OSError as err:
-        raise StartError(f"cannot {step}: {_reason(err)}") from None
+        raise StartError(f"cannot {step}: {_reason(err)}") from err
 
 
 def _set_user(uid: int, gid: int, groups: list[int]) -> None:
@@ -419,17 +419,17 @@ def _set_user(uid: int, gid: int, groups: list[int]) -> None:
         step = f"set uid {uid}"
         os.setuid(uid)
     except OSError as err:
-        raise StartError(f"cannot {step}: {_reason(err)}") from None
+        raise StartError(f"cannot {step}: {_reason(err)}") from err
 
 
 def _cap_name(cap: int) -> str:
-    from hostjob.runtime.caps import NAMES
+    from hostjob.linux import CAP_NAMES
 
-    return NAMES[cap] if cap < len(NAMES) else f"capability {cap}"
+    return CAP_NAMES[cap] if cap < len(CAP_NAMES) else f"capability {cap}"
 
 
 def _last_cap() -> int:
-    from hostjob.runtime.caps import last_cap
+    from hostjob.linux import last_cap
 
     return last_cap()
 
@@ -450,7 +450,8 @@ def _wait_for_start(fifo_fd: int) -> None:
 
 
 def _rlimit_name(number: int) -> str:
-    from hostjob.config import RLIMIT_NAMES, rlimit_number
+    from hostjob.config import RLIMIT_NAMES
+    from hostjob.runtime.resolve import rlimit_number
 
     for name in RLIMIT_NAMES:
         if hasattr(resource, name) and rlimit_number(name) == number:

@@ -38,8 +38,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from hostjob.config import JobConfig
     from hostjob.images.store import ResolvedImage
+    from hostjob.job import JobConfig
 
 
 # The undo log: (kind, path) entries, recorded before each change and undone in
@@ -142,7 +142,7 @@ def _bind_rootfs(job: JobConfig, record: Callable[[str, str], None]) -> None:
             try:
                 linux.mount(job.rootfs, f"/proc/self/fd/{fd}", None, linux.MS_BIND | linux.MS_REC)
             except OSError as err:
-                raise MountError(f"cannot bind {job.rootfs} at {asked}: {err.strerror}") from None
+                raise MountError(f"cannot bind {job.rootfs} at {asked}: {err.strerror}") from err
         finally:
             os.close(fd)
     finally:
@@ -156,11 +156,11 @@ def _remount_path(target: str, asked: str, flags: int) -> None:
     try:
         fd = fsutil.walk_path(target)
     except OSError as err:
-        raise _walk_error(f"mount point {asked}", target, err) from None
+        raise _walk_error(f"mount point {asked}", target, err) from err
     try:
         _remount(fd, flags)
     except OSError as err:
-        raise MountError(f"cannot remount {asked}: {err.strerror}") from None
+        raise MountError(f"cannot remount {asked}: {err.strerror}") from err
     finally:
         os.close(fd)
 
@@ -180,7 +180,7 @@ def _make_parent(path: str, what: str, record: Callable[[str, str], None]) -> tu
     try:
         return fsutil.make_dirs(root, parents, 0o755, before=made), names[-1]
     except OSError as err:
-        raise _walk_error(what, os.path.dirname(path), err) from None
+        raise _walk_error(what, os.path.dirname(path), err) from err
     finally:
         os.close(root)
 
@@ -189,14 +189,14 @@ def _open_no_symlink(parent_fd: int, name: str, what: str) -> int:
     try:
         return os.open(name, fsutil.DIR_FLAGS, dir_fd=parent_fd)
     except OSError as err:
-        raise _walk_error(what, name, err) from None
+        raise _walk_error(what, name, err) from err
 
 
 def _canonical(path: str, what: str) -> str:
     try:
         return fsutil.canonical(path)
     except OSError as err:
-        raise MountError(f"{what}: {err.strerror} (a symlink on its path keeps changing)") from None
+        raise MountError(f"{what}: {err.strerror} (a symlink on its path keeps changing)") from err
 
 
 def _walk_error(what: str, path: str, err: OSError) -> MountError:
@@ -246,7 +246,7 @@ def _link_volume(
         try:
             os.symlink(source, name, dir_fd=parent_fd)
         except OSError as err:
-            raise MountError(f"{what}: cannot link {link}: {err.strerror}") from None
+            raise MountError(f"{what}: cannot link {link}: {err.strerror}") from err
     finally:
         os.close(parent_fd)
 
@@ -321,20 +321,20 @@ def enter_bind_namespace(job: JobConfig) -> Callable[[], None]:
         except OSError as err:
             raise MountError(
                 f"cannot make the private mount namespace (unshare CLONE_NEWNS): {err.strerror}"
-            ) from None
+            ) from err
         # Host mounts keep arriving; ours never leave.
         try:
             linux.mount(None, "/", None, linux.MS_REC | linux.MS_SLAVE)
         except OSError as err:
             raise MountError(
                 f"cannot make / rslave in the private mount namespace: {err.strerror}"
-            ) from None
+            ) from err
         for asked, target, source, ro in targets:
             fd = _open_target(target, asked, source)
             try:
                 linux.mount(source, f"/proc/self/fd/{fd}", None, linux.MS_BIND | linux.MS_REC)
             except OSError as err:
-                raise MountError(f"cannot bind {source} at {asked}: {err.strerror}") from None
+                raise MountError(f"cannot bind {source} at {asked}: {err.strerror}") from err
             finally:
                 os.close(fd)
             if ro:
@@ -343,7 +343,7 @@ def enter_bind_namespace(job: JobConfig) -> Callable[[], None]:
                 try:
                     _remount(fd, linux.MS_RDONLY)
                 except OSError as err:
-                    raise MountError(f"cannot make {asked} read-only: {err.strerror}") from None
+                    raise MountError(f"cannot make {asked} read-only: {err.strerror}") from err
                 finally:
                     os.close(fd)
 
@@ -357,11 +357,11 @@ def _open_target(target: str, asked: str, source: str) -> int:
     try:
         parent_fd = fsutil.walk_path(parent)
     except OSError as err:
-        raise _walk_error(what, parent, err) from None
+        raise _walk_error(what, parent, err) from err
     try:
         fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
     except OSError as err:
-        raise MountError(f"{what}: {err.strerror}") from None
+        raise MountError(f"{what}: {err.strerror}") from err
     finally:
         os.close(parent_fd)
     if stat.S_ISLNK(os.fstat(fd).st_mode):
@@ -387,10 +387,10 @@ def join_namespace(init_pid: int, start_time: int) -> Callable[[], None]:
 
         try:
             pidfd = os.pidfd_open(init_pid)
-        except ProcessLookupError:
+        except ProcessLookupError as err:
             raise StartError(
                 "cannot join the container's mount namespace: its init is gone"
-            ) from None
+            ) from err
         try:
             _check_init(init_pid, start_time)
             use_pidfd = PIDFD_SETNS and os.environ.get("HOSTJOB_PIDFD_SETNS") != "0"
@@ -403,7 +403,7 @@ def join_namespace(init_pid: int, start_time: int) -> Callable[[], None]:
                         raise StartError(
                             f"cannot join the mount namespace of process {init_pid}"
                             f" (setns on its pidfd): {err.strerror}"
-                        ) from None
+                        ) from err
             _join_by_proc(init_pid, start_time)
         finally:
             os.close(pidfd)
@@ -418,7 +418,7 @@ def _join_by_proc(init_pid: int, start_time: int) -> None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as err:
-        raise StartError(f"cannot open {path}: {err.strerror}") from None
+        raise StartError(f"cannot open {path}: {err.strerror}") from err
     try:
         # Checked after the open: the fd is the namespace of the process that had the
         # pid then; if that is still the init, it is the init's.
@@ -426,7 +426,7 @@ def _join_by_proc(init_pid: int, start_time: int) -> None:
         try:
             linux.setns(fd, linux.CLONE_NEWNS)
         except OSError as err:
-            raise StartError(f"cannot join the mount namespace {path}: {err.strerror}") from None
+            raise StartError(f"cannot join the mount namespace {path}: {err.strerror}") from err
     finally:
         os.close(fd)
 
@@ -471,10 +471,10 @@ def _unmount_all(target: str) -> None:
                 raise MountError(
                     f"cannot unmount {target}: a directory on its path was replaced by a"
                     " symlink or a file, and hostjob never follows it"
-                ) from None
+                ) from err
             if err.errno in (errno.EINVAL, errno.ENOENT):
                 return
-            raise MountError(f"cannot unmount {target}: {err.strerror}") from None
+            raise MountError(f"cannot unmount {target}: {err.strerror}") from err
     raise MountError(f"cannot unmount {target}: more than {_MAX_STACKED} mounts stacked there")
 
 
@@ -492,7 +492,7 @@ def _parent_fd(path: str, verb: str) -> tuple[int, str] | None:
         if err.errno in (errno.ELOOP, errno.ENOTDIR):
             _leave(path, verb)
             return None
-        raise MountError(f"cannot open {parent}: {err.strerror}") from None
+        raise MountError(f"cannot open {parent}: {err.strerror}") from err
 
 
 def _leave(path: str, verb: str) -> None:
@@ -536,6 +536,6 @@ def _remove(path: str) -> None:
             _leave(path, "removed")  # changed from a directory to a file, or back
         elif err.errno not in (errno.ENOTEMPTY, errno.EBUSY):
             # ENOTEMPTY, EBUSY: someone else's files, or a mount: keep them.
-            raise MountError(f"cannot remove {path}: {err.strerror}") from None
+            raise MountError(f"cannot remove {path}: {err.strerror}") from err
     finally:
         os.close(fd)

@@ -11,7 +11,7 @@ def ps_table(pids: list[int], ps_args: list[str]) -> str:
     try:
         result = subprocess.run(["ps", *ps_args], capture_output=True, text=True, check=False)
     except OSError as err:
-        raise HostjobError(f"cannot run ps: {err.strerror}") from None
+        raise HostjobError(f"cannot run ps: {err.strerror}") from err
     if result.returncode != 0:
         raise HostjobError(f"ps {' '.join(ps_args)} failed: {result.stderr.strip()}")
     lines = result.stdout.splitlines()

@@ -12,13 +12,12 @@ import grp
 import os
 import pwd
 
-from hostjob.config import rlimit_number, rlimit_value
 from hostjob.errors import ConfigError, StartError
-from hostjob.runtime import caps
+from hostjob.linux import cap_mask
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hostjob.config import JobConfig, ProcessConfig
+    from hostjob.job import JobConfig, ProcessConfig
 
 SANDBOX_VAR = "CONTAINER_SANDBOX_MOUNT_POINT"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -172,10 +171,10 @@ def _from_username(name: str, gid: int | None, extra: list[int]) -> Credentials:
     # A group name: an unprivileged identity in that group, no account created.
     try:
         group_entry = grp.getgrnam(user)
-    except KeyError:
+    except KeyError as err:
         raise ConfigError(
             f"user {user!r} is neither a user nor a group on this host", "process.user.username"
-        ) from None
+        ) from err
     uid = overflow_uid()
     return Credentials(uid, group_entry.gr_gid, [group_entry.gr_gid, *extra], "/", None, None)
 
@@ -243,17 +242,35 @@ def plan(job: JobConfig, proc: ProcessConfig) -> LaunchPlan:
     if proc.capabilities is not None and not job.inherit_user:
         sets = proc.capabilities
         result.capabilities = (
-            caps.to_mask(sets.get("bounding", [])),
-            caps.to_mask(sets.get("effective", [])),
-            caps.to_mask(sets.get("permitted", [])),
-            caps.to_mask(sets.get("inheritable", [])),
-            caps.to_mask(sets.get("ambient", [])),
+            cap_mask(sets.get("bounding", [])),
+            cap_mask(sets.get("effective", [])),
+            cap_mask(sets.get("permitted", [])),
+            cap_mask(sets.get("inheritable", [])),
+            cap_mask(sets.get("ambient", [])),
         )
     result.oom_score_adj = proc.oom_score_adj
     result.terminal = proc.terminal
     result.console_height = proc.console_height
     result.console_width = proc.console_width
     return result
+
+
+RLIM_INFINITY_U64 = 2**64 - 1
+
+
+def rlimit_value(value: int) -> int:
+    """runtime-spec's uint64 max is RLIM_INFINITY."""
+    import resource
+
+    return resource.RLIM_INFINITY if value >= RLIM_INFINITY_U64 else value
+
+
+def rlimit_number(name: str) -> int:
+    """RLIMIT_NOFILE -> its number on this platform (the resource module's)."""
+    import resource
+
+    number: int = getattr(resource, name)
+    return number
 
 
 def find_program(arg0: str, cwd: str, path_value: str, mount_point: str) -> str:
@@ -281,7 +298,7 @@ def _check_executable(arg0: str, candidate: str) -> None:
     except OSError as err:
         raise StartError(
             f'exec: "{arg0}": stat {candidate}: {(err.strerror or str(err)).lower()}'
-        ) from None
+        ) from err
     if os.path.isdir(candidate):
         raise StartError(f'exec: "{arg0}": is a directory')
     if not (st.st_mode & 0o111) or not os.access(candidate, os.X_OK):

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from hostjob.config import JobConfig
     from hostjob.images.runspec import RunFlags
+    from hostjob.job import JobConfig
 
 
 def run(
@@ -107,7 +107,7 @@ def run_image(
     from hostjob.images import progress
     from hostjob.images.runspec import build_spec
     from hostjob.images.store import Store
-    from hostjob.runtime.store import StateStore, validate_id
+    from hostjob.runtime.state_dir import StateStore, validate_id
     from hostjob.spec import runtime as wire
 
     container_id = validate_id(name) if name else os.urandom(6).hex()

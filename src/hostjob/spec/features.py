@@ -4,7 +4,7 @@ cgroup versions."""
 
 from __future__ import annotations
 
-from hostjob.runtime import caps
+from hostjob.linux import CAP_NAMES
 from hostjob.spec.runtime import HOOK_POINTS, OCI_VERSION
 
 TYPE_CHECKING = False
@@ -23,7 +23,7 @@ def features() -> dict[str, Any]:
             # Job containers run in the host's namespaces; configs that list
             # namespaces are accepted with a warning.
             "namespaces": [],
-            "capabilities": list(caps.NAMES),
+            "capabilities": list(CAP_NAMES),
             "cgroup": {
                 "v1": True,
                 "v2": True,

@@ -378,7 +378,7 @@ def decode_docker_archive_manifest(data: object) -> list[DockerArchiveEntry]:
     try:
         return list_of(model(DockerArchiveEntry))(data, "manifest.json")  # type: ignore[no-any-return]
     except ConfigError as err:
-        raise ImageError(f"malformed docker archive: {err}") from None
+        raise ImageError(f"malformed docker archive: {err}") from err
 
 
 # --- decoding raw blobs ---------------------------------------------------------------
@@ -391,7 +391,7 @@ def parse_json(raw: bytes, what: str) -> object:
     try:
         return jsonio.loads(raw)
     except (ValueError, UnicodeDecodeError) as err:
-        raise ImageError(f"{what} is not valid JSON: {err}") from None
+        raise ImageError(f"{what} is not valid JSON: {err}") from err
 
 
 def decode_blob(cls: type[M], raw: bytes, what: str) -> M:
@@ -400,7 +400,7 @@ def decode_blob(cls: type[M], raw: bytes, what: str) -> M:
     try:
         return cls.decode(data)  # type: ignore[no-any-return]
     except ConfigError as err:
-        raise ImageError(f"malformed {what}: {err}") from None
+        raise ImageError(f"malformed {what}: {err}") from err
 
 
 def sniff_media_type(raw: bytes) -> str | None:

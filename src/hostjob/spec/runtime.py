@@ -8,6 +8,8 @@ interprets the config: ``hostjob.config`` is the one place that turns a decoded
 
 from __future__ import annotations
 
+from hostjob.errors import ConfigError
+from hostjob.spec import OCI_VERSION as OCI_VERSION
 from hostjob.spec._decode import (
     Model,
     any_json,
@@ -24,14 +26,6 @@ from hostjob.spec._decode import (
     uint32,
     uint64,
 )
-
-# The state document lives on its own: `state` and `list` print it without loading
-# every config model below. Re-exported here, with the rest of the spec.
-from hostjob.spec.state import OCI_VERSION as OCI_VERSION
-from hostjob.spec.state import State as State
-
-# The state document lives on its own: `state` and `list` print it without loading
-# every config model below. Re-exported here, where the rest of the spec is.
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -459,6 +453,36 @@ class Resources(Model):
         ("rdma", "rdma", json_object),
         ("unified", "unified", string_map),
     )
+
+
+_CONTROLLER_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def check_unified(unified: dict[str, str]) -> None:
+    """``linux.resources.unified`` names controller files only (``memory.high``): never
+    ``cgroup.*``, the cgroup's own interface (``cgroup.procs`` would pull any process
+    into the job, ``cgroup.subtree_control`` reshape it), and never a path."""
+    for key in unified:
+        controller, dot, parameter = key.partition(".")
+        if (
+            not dot
+            or not parameter
+            or not controller
+            or not _CONTROLLER_CHARS.issuperset(controller)
+            or "/" in parameter
+            or ".." in parameter
+            or "\0" in parameter
+        ):
+            raise ConfigError(
+                f"{key!r} is not a cgroup file name (CONTROLLER.PARAMETER)",
+                "linux.resources.unified",
+            )
+        if controller == "cgroup":
+            raise ConfigError(
+                f"{key!r} is a cgroup core file, not a controller setting: unified takes"
+                " controller files only",
+                "linux.resources.unified",
+            )
 
 
 # --- linux ---------------------------------------------------------------------------

@@ -1,15 +1,13 @@
 """The runtime-spec state document (``hostjob state``, ``list --format json``).
 
 A module of its own so that printing a state does not load the config models of
-``hostjob.spec.runtime`` (which re-exports these names).
+``hostjob.spec.runtime``.
 """
 
 from __future__ import annotations
 
+from hostjob.spec import OCI_VERSION as OCI_VERSION
 from hostjob.spec._decode import Model, integer, string, string_map
-
-# The runtime-spec version hostjob speaks (state documents, features, `spec`).
-OCI_VERSION = "1.2.0"
 
 
 class State(Model):

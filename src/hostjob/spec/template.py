@@ -43,10 +43,10 @@ def write_template(bundle: str) -> str:
     data = jsonio.dumps(job_container_template(), 2) + "\n"
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    except FileExistsError:
-        raise ConfigError(f"{path} exists; remove it first") from None
+    except FileExistsError as err:
+        raise ConfigError(f"{path} exists; remove it first") from err
     except OSError as err:
-        raise ConfigError(f"cannot write {path}: {err.strerror}") from None
+        raise ConfigError(f"cannot write {path}: {err.strerror}") from err
     try:
         os.write(fd, data.encode())
     finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.errors import InvalidArgument, ReferenceError
+from hostjob.errors import InvalidArgument, InvalidReference
 from hostjob.images import pack
 from tests.fixtures.images import write_layout
 from tests.fixtures.registry import skopeo_copy
@@ -177,7 +177,7 @@ def test_pack_on_a_base_image(tree, tmp_path, store):
 
 
 def test_pack_errors(tree, tmp_path):
-    with pytest.raises(ReferenceError):
+    with pytest.raises(InvalidReference):
         pack.pack(str(tree), "docker://example.com/x")
     with pytest.raises(InvalidArgument, match="not a directory"):
         pack.pack(str(tmp_path / "missing"), f"oci:{tmp_path / 'x'}")

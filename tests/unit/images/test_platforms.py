@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hostjob.errors import ImageError, ReferenceError
+from hostjob.errors import ImageError, InvalidReference
 from hostjob.images import platforms
 from hostjob.spec.image import Descriptor, Platform
 
@@ -42,7 +42,7 @@ def test_parse():
     assert str(platforms.parse("linux/arm/v7")) == "linux/arm/v7"
     assert str(platforms.parse("linux/x86_64")) == "linux/amd64"
     for bad in ("", "a/b/c/d", "linux/"):
-        with pytest.raises(ReferenceError):
+        with pytest.raises(InvalidReference):
             platforms.parse(bad)
 
 

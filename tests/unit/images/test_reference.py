@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostjob.errors import ReferenceError
+from hostjob.errors import InvalidReference
 from hostjob.images import reference
 from hostjob.images.reference import parse, parse_name
 
@@ -80,7 +80,7 @@ def test_reference_parts():
     ],
 )
 def test_invalid_registry_references(text):
-    with pytest.raises(ReferenceError) as info:
+    with pytest.raises(InvalidReference) as info:
         parse(text)
     assert "\n" not in str(info.value)
 
@@ -131,7 +131,7 @@ def test_local_references(text, transport, path, tag, digest, index):
     ],
 )
 def test_invalid_local_references(text):
-    with pytest.raises(ReferenceError):
+    with pytest.raises(InvalidReference):
         parse(text)
 
 
@@ -163,7 +163,7 @@ def test_hub_names_get_defaults(path):
 def test_parse_never_crashes(text):
     try:
         ref = parse(text)
-    except ReferenceError:
+    except InvalidReference:
         return
     assert parse(str(ref)) == ref or not ref.is_registry
     if ref.is_registry:

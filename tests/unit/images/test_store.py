@@ -13,7 +13,7 @@ from hostjob.errors import (
     ImageError,
     ImageNotFound,
     InvalidArgument,
-    ReferenceError,
+    InvalidReference,
 )
 from hostjob.images.store import Store, walk_blobs
 from tests.fixtures.images import digest_of, write_docker_archive, write_layout
@@ -214,7 +214,7 @@ def test_docker_archive_import(store, tmp_path):
         store.import_archive(f"docker-archive:{archive}:other:1")
     with pytest.raises(ImageNotFound):
         store.import_archive(f"docker-archive:{archive}:@3")
-    with pytest.raises(ReferenceError, match="registry reference"):
+    with pytest.raises(InvalidReference, match="registry reference"):
         store.import_archive("busybox")
 
 

@@ -9,14 +9,14 @@ its ``cgroup.kill`` ends the job atomically.
 from __future__ import annotations
 
 from hostjob.cgroups._fs import Dir
-from hostjob.cgroups._manager import SIGKILL, Manager, OOMWatcher, mkdir_p, rmdirs
+from hostjob.cgroups._manager import SIGKILL, Entry, Manager, OOMWatcher, mkdir_p, rmdirs
 from hostjob.errors import CgroupError, CgroupExists, MissingController
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.cgroups import Entry, Mounts
+    from hostjob.cgroups import Mounts
     from hostjob.spec.runtime import CPU, Resources
 
 
@@ -61,7 +61,6 @@ class V1Manager(Manager):
         super().__init__(path, dirs)
 
     def entry(self) -> Entry:
-        from hostjob.cgroups import Entry
 
         unified = self._unified.path if self._unified is not None else None
         return Entry([d.path + "/tasks" for d in self._dirs if d is not self._unified], unified)

@@ -127,7 +127,7 @@ class Watcher(OOMWatcher):
         except BaseException as err:
             os.close(self._efd)
             if isinstance(err, OSError):
-                raise CgroupError(f"cannot watch {d.path}/memory.oom_control: {err}") from None
+                raise CgroupError(f"cannot watch {d.path}/memory.oom_control: {err}") from err
             raise
         self._poll = select.poll()
         self._poll.register(self._efd, select.POLLIN)

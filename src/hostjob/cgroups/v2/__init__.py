@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hostjob.cgroups import _core2
 from hostjob.cgroups._fs import Dir, keyed_value
-from hostjob.cgroups._manager import SIGKILL, Manager, OOMWatcher, mkdir_p, rmdirs
+from hostjob.cgroups._manager import SIGKILL, Entry, Manager, OOMWatcher, mkdir_p, rmdirs
 from hostjob.cgroups.resources import requirements
 from hostjob.errors import CgroupError, CgroupExists
 
@@ -12,7 +12,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.cgroups import Entry
     from hostjob.spec.runtime import Resources
 
 
@@ -30,7 +29,6 @@ class V2Manager(Manager):
         super().__init__(path, [self._dir])
 
     def entry(self) -> Entry:
-        from hostjob.cgroups import Entry
 
         return Entry([], self._dir.path)
 

@@ -88,8 +88,8 @@ class Watcher(OOMWatcher):
             self._fd = os.open(
                 "memory.events", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=d.fd()
             )
-        except FileNotFoundError:
-            raise MissingController("memory", "OOM events (memory.events)") from None
+        except FileNotFoundError as err:
+            raise MissingController("memory", "OOM events (memory.events)") from err
         os.read(self._fd, 4096)  # arm POLLPRI
         self._poll = select.poll()
         self._poll.register(self._fd, select.POLLPRI)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from hostjob import config
 from hostjob.cli.args import FLAG, INT, LIST, VALUE, Command, Option
 from hostjob.errors import InvalidArgument
 from hostjob.runtime.container import Container
-from hostjob.runtime.execute import ExecOptions
+from hostjob.runtime.execute import ExecOptions, process_for_exec
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,14 +43,16 @@ def run(args: Args, ctx: Context) -> int:
     if args.process:
         if args.command:
             raise InvalidArgument("exec takes either --process or a command, not both")
-        process = config.load_process(args.process)
+        from hostjob.runtime.bundle import load_process
+
+        process = load_process(args.process)
     else:
         gids = []
         for text in args.additional_gids:
             if not text.isdigit():
                 raise InvalidArgument(f"invalid additional gid {text!r}")
             gids.append(int(text))
-        process = config.exec_process(
+        process = process_for_exec(
             container.config.process,
             args.command,
             env=args.env,

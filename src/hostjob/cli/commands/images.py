@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from hostjob.cli.args import FLAG, VALUE, Command, Option
-from hostjob.cli.render import STORE_OPTION, ago, human_size, open_store, short_id, table, to_json
+from hostjob.cli.render import STORE_OPTION, ago, open_store, short_id, table, to_json
 from hostjob.errors import InvalidArgument
+from hostjob.units import human_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

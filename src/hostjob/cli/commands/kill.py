@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hostjob.cli.args import FLAG, Command, Option
 from hostjob.runtime.container import Container
-from hostjob.runtime.signals import parse_signal
+from hostjob.runtime.proc import parse_signal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

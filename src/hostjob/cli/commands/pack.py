@@ -63,7 +63,7 @@ def argv_words(values: list[str], flag: str) -> list[str] | None:
         try:
             words = jsonio.loads(values[0])
         except ValueError as err:
-            raise InvalidArgument(f"--{flag}: not a JSON array of strings: {err}") from None
+            raise InvalidArgument(f"--{flag}: not a JSON array of strings: {err}") from err
         if type(words) is not list or not all(type(w) is str for w in words):
             raise InvalidArgument(f"--{flag}: not a JSON array of strings: {values[0]}")
         return words

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import os
 
-from hostjob import config
 from hostjob.cli.args import FLAG, INT, LIST, VALUE, Command, Option
 from hostjob.cli.commands.create import CREATE_OPTIONS
 from hostjob.errors import InvalidArgument
 from hostjob.runtime.container import CreateOptions
 from hostjob.runtime.run import run as run_container
-from hostjob.runtime.store import validate_id
+from hostjob.runtime.state_dir import validate_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -97,7 +96,9 @@ def _create_options(args: Args, ctx: Context) -> CreateOptions:
 def run(args: Args, ctx: Context) -> int:
     if _bundle_form(args):
         container_id = validate_id(args.target)
-        job = config.load_bundle(args.bundle or ".", container_id)
+        from hostjob.runtime.bundle import load_bundle
+
+        job = load_bundle(args.bundle or ".", container_id)
         return run_container(
             container_id,
             job,
@@ -121,8 +122,8 @@ def _run_image(args: Args, ctx: Context) -> int:
     if args.cpus is not None:
         try:
             cpus = float(args.cpus)
-        except ValueError:
-            raise InvalidArgument(f"--cpus {args.cpus!r} is not a number") from None
+        except ValueError as err:
+            raise InvalidArgument(f"--cpus {args.cpus!r} is not a number") from err
     flags = RunFlags(
         args=args.args,
         entrypoint=args.entrypoint,

@@ -6,7 +6,7 @@ from hostjob import jsonio
 from hostjob.cli.args import FLAG, VALUE, Command, Option
 from hostjob.runtime.container import Container
 from hostjob.runtime.events import summary
-from hostjob.units import parse_duration
+from hostjob.units import human_size, parse_duration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,15 +26,8 @@ COMMAND = Command(
 )
 
 
-def human(size: int | None) -> str:
-    if size is None:
-        return "-"
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
-        value /= 1024
-    return str(size)
+def _binary(size: int | None) -> str:
+    return human_size(size, binary=True)  # memory and I/O: powers of 1024, as docker stats
 
 
 def uptime(seconds: float) -> str:
@@ -50,17 +43,20 @@ def uptime(seconds: float) -> str:
 
 def table(info: dict[str, Any]) -> str:
     memory, pids, io = info["memory"], info["pids"], info["io"]
-    limit = f" / {human(memory['limit'])}" if memory["limit"] is not None else " / no limit"
+    limit = f" / {_binary(memory['limit'])}" if memory["limit"] is not None else " / no limit"
     pids_limit = f" / {pids['limit']}" if pids["limit"] is not None else " / no limit"
     rows = [
         ("CONTAINER", info["id"]),
         ("STATUS", info["status"]),
         ("CPU %", f"{info['cpuPercent']:.1f}%" if info["cpuPercent"] is not None else "-"),
         ("CPU TIME", f"{info['cpuSeconds']:.2f}s"),
-        ("MEMORY", human(memory["usage"]) + limit),
-        ("MEMORY PEAK", human(memory["peak"])),
+        ("MEMORY", _binary(memory["usage"]) + limit),
+        ("MEMORY PEAK", _binary(memory["peak"])),
         ("PIDS", f"{pids['current']}{pids_limit}"),
-        ("IO READ / WRITE", f"{human(io['read'])} / {human(io['write'])}"),
+        (
+            "IO READ / WRITE",
+            f"{_binary(io['read'])} / {_binary(io['write'])}",
+        ),
         ("OOM KILLS", str(info["oomKills"])),
         ("UPTIME", uptime(info["uptimeSeconds"])),
     ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from hostjob import config
 from hostjob.cli.args import INT, VALUE, Command, Option
 from hostjob.errors import InvalidArgument, NotSupported
 from hostjob.runtime.container import Container
@@ -12,6 +11,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context
+    from hostjob.spec import runtime as wire
 
 COMMAND = Command(
     "update",
@@ -51,7 +51,7 @@ def _size(text: str | None, what: str) -> int | None:
 def run(args: Args, ctx: Context) -> int:
     if args.l3_cache_schema or args.mem_bw_schema:
         raise NotSupported("Intel RDT (--l3-cache-schema, --mem-bw-schema) is not supported")
-    values = config.resources_from_values(
+    values = resources_from_values(
         memory=_size(args.memory, "--memory"),
         memory_reservation=_size(args.memory_reservation, "--memory-reservation"),
         memory_swap=_size(args.memory_swap, "--memory-swap"),
@@ -71,8 +71,60 @@ def run(args: Args, ctx: Context) -> int:
     if args.resources:
         if values.to_json():
             raise InvalidArgument("update takes --resources or single-value flags, not both")
-        values = config.load_resources(args.resources)
+        from hostjob.runtime.bundle import load_resources
+
+        values = load_resources(args.resources)
     elif not values.to_json():
         raise InvalidArgument("update needs --resources or at least one limit flag")
     Container.load(args.container_id, root=ctx.root).update(values)
     return 0
+
+
+def resources_from_values(
+    *,
+    memory: int | None = None,
+    memory_reservation: int | None = None,
+    memory_swap: int | None = None,
+    kernel_memory: int | None = None,
+    kernel_memory_tcp: int | None = None,
+    cpu_shares: int | None = None,
+    cpu_quota: int | None = None,
+    cpu_period: int | None = None,
+    cpu_rt_runtime: int | None = None,
+    cpu_rt_period: int | None = None,
+    cpuset_cpus: str | None = None,
+    cpuset_mems: str | None = None,
+    cpu_idle: int | None = None,
+    blkio_weight: int | None = None,
+    pids_limit: int | None = None,
+) -> wire.Resources:
+    """runc's single-value ``update`` flags as LinuxResources."""
+    from hostjob.spec import runtime as wire
+
+    out = wire.Resources()
+    mem = wire.Memory(
+        limit=memory,
+        reservation=memory_reservation,
+        swap=memory_swap,
+        kernel=kernel_memory,
+        kernel_tcp=kernel_memory_tcp,
+    )
+    if mem.to_json():
+        out.memory = mem
+    cpu = wire.CPU(
+        shares=cpu_shares,
+        quota=cpu_quota,
+        period=cpu_period,
+        realtime_runtime=cpu_rt_runtime,
+        realtime_period=cpu_rt_period,
+        cpus=cpuset_cpus,
+        mems=cpuset_mems,
+        idle=cpu_idle,
+    )
+    if cpu.to_json():
+        out.cpu = cpu
+    if blkio_weight is not None:
+        out.block_io = wire.BlockIO(weight=blkio_weight)
+    if pids_limit is not None:
+        out.pids = wire.Pids(limit=pids_limit)
+    return out

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hostjob import log
 from hostjob.cgroups.resources import cpu_shares_to_weight
-from hostjob.cgroups.windows import from_windows
+from hostjob.config import cpu_weight_to_shares, from_windows
 from hostjob.errors import ConfigError
 from hostjob.spec.runtime import WindowsResources
+
+
+@given(st.integers(min_value=1, max_value=10000))
+def test_weight_to_shares_round_trips_through_the_v2_conversion(weight: int) -> None:
+    shares = cpu_weight_to_shares(weight)
+    assert 2 <= shares <= 262144
+    assert cpu_shares_to_weight(shares) == weight
 
 
 def win(data: dict[str, object]) -> WindowsResources:

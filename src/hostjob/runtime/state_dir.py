@@ -1,6 +1,6 @@
-"""The state store: ``<root>/<id>/`` holds one container's state.
+"""The state directories: ``<root>/<id>/`` holds one container's state.
 
-* ``state.json`` — the ``Record`` (written atomically: temp file + rename, so a
+* ``state.json`` — the ``Record`` (written atomically, ``fsutil.write_atomic``: a
   reader never sees half a file and a crash never leaves one);
 * ``exec.fifo`` — runc's start handshake, present while the container is created.
 
@@ -12,7 +12,6 @@ other; readers (``state``, ``list``) take no lock, thanks to the atomic writes.
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 
 from hostjob import jsonio
@@ -29,7 +28,8 @@ from hostjob.spec._decode import Model, integer, list_of, string, string_list
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hostjob.config import JobConfig
+    from hostjob.fsutil import FileLock
+    from hostjob.job import JobConfig
 
 DEFAULT_ROOT = "/run/hostjob"
 STATE_FILE = "state.json"
@@ -56,8 +56,8 @@ def validate_id(container_id: str) -> str:
 
 def _job_config(value: object, path: str) -> JobConfig:
     # Imported here: `delete --force` of an unknown ID, `list -q` and the like never
-    # decode a record, and hostjob.config is the heaviest module they would pay for.
-    from hostjob.config import JobConfig
+    # decode a record.
+    from hostjob.job import JobConfig
 
     config: JobConfig = JobConfig.decode(value, path)
     return config
@@ -103,26 +103,6 @@ class Record(Model):
     )
 
 
-class Lock:
-    """An flock held on a container's state directory (released on close)."""
-
-    __slots__ = ("fd",)
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def release(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def __enter__(self) -> Lock:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
 class StateStore:
     __slots__ = ("root",)
 
@@ -137,13 +117,16 @@ class StateStore:
 
     def _ensure_root(self) -> None:
         # 0711: nobody else may list or write it, but a container running as another
-        # user can reach its image rootfs below it (see ``open_for_user``).
+        # user can reach its image rootfs below it (see ``open_for_user``). Missing
+        # parents get 0755 whatever the umask (os.makedirs: 0777 under a umask of 0).
+        from hostjob import fsutil
+
         try:
-            os.makedirs(self.root, 0o711, exist_ok=True)
-        except PermissionError:
+            fsutil.ensure_dir(self.root, 0o711)
+        except PermissionError as err:
             raise PermissionDenied(
                 f"cannot create the state directory {self.root}: hostjob needs root"
-            ) from None
+            ) from err
         st = os.stat(self.root)
         if st.st_mode & 0o022:
             raise PermissionDenied(
@@ -161,49 +144,43 @@ class StateStore:
         overlay, nosuid,nodev, whose files keep the image's own modes.)"""
         os.chmod(self.dir(container_id), 0o711)
 
-    def create(self, container_id: str) -> Lock:
+    def create(self, container_id: str) -> FileLock:
         """Make the container's directory and lock it; the ID must be new."""
         path = self.dir(container_id)
         self._ensure_root()
         try:
             os.mkdir(path, 0o700)
-        except FileExistsError:
-            raise ContainerExists(container_id) from None
-        except PermissionError:
-            raise PermissionDenied(f"cannot create {path}: hostjob needs root") from None
-        return self._lock_dir(path, container_id, fcntl.LOCK_EX)
+        except FileExistsError as err:
+            raise ContainerExists(container_id) from err
+        except PermissionError as err:
+            raise PermissionDenied(f"cannot create {path}: hostjob needs root") from err
+        return self._lock_dir(path, container_id)
 
-    def lock(self, container_id: str) -> Lock:
+    def lock(self, container_id: str) -> FileLock:
         """Lock an existing container exclusively (waits for other commands on it)."""
-        return self._lock_dir(self.dir(container_id), container_id, fcntl.LOCK_EX)
+        return self._lock_dir(self.dir(container_id), container_id)
 
-    def _lock_dir(self, path: str, container_id: str, how: int) -> Lock:
+    def _lock_dir(self, path: str, container_id: str) -> FileLock:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            raise ContainerNotFound(container_id) from None
-        except PermissionError:
-            raise PermissionDenied(f"cannot open {path}: hostjob needs root") from None
-        fcntl.flock(fd, how)
+        except FileNotFoundError as err:
+            raise ContainerNotFound(container_id) from err
+        except PermissionError as err:
+            raise PermissionDenied(f"cannot open {path}: hostjob needs root") from err
+        from hostjob import fsutil  # here: `state` and `list` never lock
+
+        lock = fsutil.lock_fd(fd)
         # The directory may have been deleted while we waited for the lock.
         if os.fstat(fd).st_nlink == 0:
-            os.close(fd)
+            lock.release()
             raise ContainerNotFound(container_id)
-        return Lock(fd)
+        return lock
 
     def creator_alive(self, container_id: str) -> bool:
         """True while some command holds the container's lock (e.g. create in progress)."""
-        try:
-            fd = os.open(self.dir(container_id), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)
-        return False
+        from hostjob import fsutil
+
+        return fsutil.is_locked(self.dir(container_id))
 
     def owner(self, container_id: str) -> str:
         """The name of the user who owns the container (its state directory)."""
@@ -225,36 +202,31 @@ class StateStore:
         try:
             with open(path, "rb") as f:
                 data = f.read()
-        except FileNotFoundError:
+        except FileNotFoundError as err:
             if self.exists(container_id):
                 return None
-            raise ContainerNotFound(container_id) from None
-        except PermissionError:
-            raise PermissionDenied(f"cannot read {path}: hostjob needs root") from None
+            raise ContainerNotFound(container_id) from err
+        except PermissionError as err:
+            raise PermissionDenied(f"cannot read {path}: hostjob needs root") from err
         try:
             record: Record = Record.decode(jsonio.loads(data))
         except (ValueError, ConfigError) as err:  # atomic writes: tampering or disk damage
-            raise StateCorrupt(container_id, str(err)) from None
+            raise StateCorrupt(container_id, str(err)) from err
         return record
 
     def write(self, record: Record) -> None:
-        directory = self.dir(record.id)
-        tmp = os.path.join(directory, f".{STATE_FILE}.tmp")
-        data = jsonio.dumps(record.to_json()).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        os.rename(tmp, os.path.join(directory, STATE_FILE))
+        path = os.path.join(self.dir(record.id), STATE_FILE)
+        from hostjob import fsutil
+
+        fsutil.write_atomic(path, jsonio.dumps(record.to_json()).encode(), mode=0o600)
 
     def ids(self) -> list[str]:
         try:
             names = os.listdir(self.root)
         except FileNotFoundError:
             return []
-        except PermissionError:
-            raise PermissionDenied(f"cannot read {self.root}: hostjob needs root") from None
+        except PermissionError as err:
+            raise PermissionDenied(f"cannot read {self.root}: hostjob needs root") from err
         return sorted(n for n in names if not n.startswith(".") and _ID_CHARS.issuperset(n))
 
     def remove(self, container_id: str) -> None:
@@ -294,23 +266,12 @@ def _unmount_under(path: str) -> None:
             except OSError as err:
                 if err.errno in (errno.EINVAL, errno.ENOENT):
                     break
-                raise MountError(f"cannot unmount {point}: {err.strerror}") from None
+                raise MountError(f"cannot unmount {point}: {err.strerror}") from err
 
 
 def write_pid_file(path: str, pid: int) -> None:
-    """Digits only, no newline, atomically (containerd and conmon read it at once)."""
-    path = os.path.abspath(path)
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    # O_EXCL | O_NOFOLLOW: the temp name is predictable, and the directory is the
-    # caller's; a symlink planted there must not make root write through it.
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(tmp, flags, 0o644)
-    except FileExistsError:
-        os.unlink(tmp)  # a leftover of a killed command with our pid, or a plant
-        fd = os.open(tmp, flags, 0o644)
-    try:
-        os.write(fd, str(pid).encode())
-    finally:
-        os.close(fd)
-    os.rename(tmp, path)
+    """Digits only, no newline, atomically (containerd and conmon read it at once). The
+    directory is the caller's: the temp file never writes through a planted symlink."""
+    from hostjob import fsutil
+
+    fsutil.write_atomic(os.path.abspath(path), str(pid).encode())

@@ -1,0 +1,234 @@
+"""The job container's internal configuration: what ``hostjob.config`` makes of a
+config.json, once, at ``create``; what the container's record keeps; and all that
+later commands look at.
+
+Plain typed records (``Model`` subclasses, so that the record can store them as
+JSON). They hold decisions, not wire data: the mount point and mode are decided,
+volumes are the bind mounts that apply, hooks are checked, the user and
+capabilities are validated. Only the resources keep runtime-spec's own shape
+(``hostjob.spec.runtime.Resources``: the cgroup managers read that shape), decoded
+from the record once, the first time a command asks for them.
+
+On every runtime command's path (each decodes a record): ``errors`` and
+``spec._decode`` only.
+"""
+
+from __future__ import annotations
+
+from hostjob.spec._decode import (
+    Model,
+    boolean,
+    integer,
+    json_object,
+    list_of,
+    map_of,
+    model,
+    string,
+    string_list,
+    string_map,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from hostjob.spec.runtime import Resources
+
+
+class Rlimit(Model):
+    __slots__ = ("hard", "soft", "type")
+    type: str
+    soft: int
+    hard: int
+    FIELDS = (("type", "type", string), ("soft", "soft", integer), ("hard", "hard", integer))
+
+
+class ProcessConfig(Model):
+    """What to run and as whom, before the job-container rules (``runtime.resolve``)."""
+
+    __slots__ = (
+        "additional_gids",
+        "args",
+        "capabilities",
+        "console_height",
+        "console_width",
+        "cwd",
+        "env",
+        "gid",
+        "no_new_privileges",
+        "oom_score_adj",
+        "rlimits",
+        "terminal",
+        "uid",
+        "umask",
+        "username",
+    )
+    args: list[str]
+    env: list[str]
+    cwd: str | None
+    terminal: bool
+    console_height: int | None
+    console_width: int | None
+    uid: int | None
+    gid: int | None
+    additional_gids: list[int]
+    umask: int | None
+    username: str | None
+    rlimits: list[Rlimit]
+    no_new_privileges: bool
+    capabilities: dict[str, list[str]] | None
+    oom_score_adj: int | None
+    FIELDS = (
+        ("args", "args", string_list),
+        ("env", "env", string_list),
+        ("cwd", "cwd", string),
+        ("terminal", "terminal", boolean),
+        ("consoleHeight", "console_height", integer),
+        ("consoleWidth", "console_width", integer),
+        ("uid", "uid", integer),
+        ("gid", "gid", integer),
+        ("additionalGids", "additional_gids", list_of(integer)),
+        ("umask", "umask", integer),
+        ("username", "username", string),
+        ("rlimits", "rlimits", list_of(model(Rlimit))),
+        ("noNewPrivileges", "no_new_privileges", boolean),
+        ("capabilities", "capabilities", map_of(string_list)),
+        ("oomScoreAdj", "oom_score_adj", integer),
+    )
+
+
+class Hook(Model):
+    __slots__ = ("args", "env", "path", "timeout")
+    path: str
+    args: list[str]
+    env: list[str]
+    timeout: int | None
+    FIELDS = (
+        ("path", "path", string),
+        ("args", "args", string_list),
+        ("env", "env", string_list),
+        ("timeout", "timeout", integer),
+    )
+
+
+class Volume(Model):
+    """A bind mount of the spec: a symlink in host mode, a real bind in bind mode."""
+
+    __slots__ = ("destination", "readonly", "source")
+    source: str
+    destination: str
+    readonly: bool
+    FIELDS = (
+        ("source", "source", string),
+        ("destination", "destination", string),
+        ("readonly", "readonly", boolean),
+    )
+
+
+class JobConfig(Model):
+    """Everything hostjob needs to run and later manage one job container."""
+
+    __slots__ = (
+        "_resources",
+        "annotations",
+        "bundle",
+        "cgroups_path",
+        "hooks",
+        "image",
+        "inherit_user",
+        "mount_mode",
+        "mount_point",
+        "oci_version",
+        "process",
+        "readonly",
+        "resources_json",
+        "rootfs",
+        "volumes",
+    )
+    oci_version: str
+    bundle: str
+    rootfs: str
+    readonly: bool
+    mount_mode: str
+    mount_point: str
+    volumes: list[Volume]
+    process: ProcessConfig
+    hooks: dict[str, list[Hook]]
+    cgroups_path: str
+    resources_json: dict[str, Any] | None  # how the record stores ``resources``
+    annotations: dict[str, str]
+    inherit_user: bool
+    image: str | None  # hostjob run IMAGE: the image's name in the store
+    FIELDS = (
+        ("ociVersion", "oci_version", string),
+        ("bundle", "bundle", string),
+        ("rootfs", "rootfs", string),
+        ("readonly", "readonly", boolean),
+        ("mountMode", "mount_mode", string),
+        ("mountPoint", "mount_point", string),
+        ("volumes", "volumes", list_of(model(Volume))),
+        ("process", "process", model(ProcessConfig)),
+        ("hooks", "hooks", map_of(list_of(model(Hook)))),
+        ("cgroupsPath", "cgroups_path", string),
+        ("resources", "resources_json", json_object),
+        ("annotations", "annotations", string_map),
+        ("inheritUser", "inherit_user", boolean),
+        ("image", "image", string),
+    )
+
+    def __init__(self, **values: Any) -> None:
+        resources = values.pop("resources", None)
+        super().__init__(**values)
+        self._resources: Resources | None = None
+        if resources is not None:
+            self.set_resources(resources)
+
+    @classmethod
+    def decode(cls, data: object, path: str = "") -> Any:
+        job = super().decode(data, path)
+        job._resources = None
+        return job
+
+    @property
+    def resources(self) -> Resources | None:
+        """The job's limits (linux.resources, with windows.resources mapped in), typed.
+        A record keeps them as JSON; they are decoded once, when a command first asks
+        (``state``, ``list``, ``start`` and ``kill`` never do)."""
+        if self._resources is None and self.resources_json is not None:
+            from hostjob.spec.runtime import Resources
+
+            self._resources = Resources.decode(self.resources_json, "resources")
+        return self._resources
+
+    def set_resources(self, resources: Resources | None) -> None:
+        self._resources = resources
+        self.resources_json = resources.to_json() if resources is not None else None
+
+    @property
+    def bind_rootfs(self) -> bool:
+        """Host mode with a mount point of its own: hostjob binds the rootfs there."""
+        return self.mount_mode == "host" and self.mount_point != self.rootfs
+
+    def hooks_for(self, point: str) -> list[Hook]:
+        return (self.hooks or {}).get(point) or []
+
+
+def merge_resources(base: Resources | None, overrides: Resources) -> Resources:
+    """``base`` with every field ``overrides`` sets laid over it: a nested group
+    (``memory``, ``cpu``, ...) field by field, anything else whole. Neither input is
+    changed (the result shares the values it leaves alone with them). What
+    ``windows.resources`` adds to ``linux.resources``, and what
+    ``update`` changes in a running job."""
+    merged = type(overrides)()
+    for _key, attr, _decode in overrides.FIELDS:
+        old = getattr(base, attr) if base is not None else None
+        new = getattr(overrides, attr)
+        if isinstance(new, Model) and isinstance(old, Model):
+            group = type(old)()
+            for _k, field, _d in old.FIELDS:
+                value = getattr(new, field)
+                setattr(group, field, value if value is not None else getattr(old, field))
+            setattr(merged, attr, group)
+        else:
+            setattr(merged, attr, new if new is not None else old)
+    return merged

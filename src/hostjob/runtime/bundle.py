@@ -1,0 +1,106 @@
+"""Reading the runtime-spec documents hostjob is given as files, and probing the host
+for what their conversion needs.
+
+* a bundle (``config.json`` + rootfs): ``load_bundle`` reads and decodes the config,
+  probes the host (``probe_host``: CPUs, the writable layer's block device) and
+  hands both to the one conversion step, ``hostjob.config.to_job_config``;
+* ``exec --process FILE``: ``load_process``;
+* ``update --resources FILE``: ``load_resources``.
+
+A missing file or bad JSON is a one-line ``ConfigError``; ``-`` reads stdin.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hostjob import config, jsonio
+from hostjob.errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hostjob.job import JobConfig, ProcessConfig
+    from hostjob.spec import runtime as wire
+
+
+def read_json(path: str, what: str) -> object:
+    """Read a JSON document (``-``: stdin); a missing file or bad JSON is a one-line
+    ConfigError naming ``what``."""
+    if path == "-":
+        path = "/dev/stdin"
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError as err:
+        raise ConfigError(f"{what} not found: {path}") from err
+    except OSError as err:
+        raise ConfigError(f"cannot read {what} {path}: {err.strerror}") from err
+    try:
+        return jsonio.loads(data)
+    except ValueError as err:
+        raise ConfigError(f"{what} is not valid JSON: {err}") from err
+
+
+def load_spec(bundle: str) -> wire.Spec:
+    """The bundle's decoded ``config.json``."""
+    from hostjob.spec import runtime as wire
+
+    spec: wire.Spec = wire.Spec.decode(
+        read_json(os.path.join(bundle, "config.json"), "config.json")
+    )
+    return spec
+
+
+def load_bundle(bundle: str, container_id: str) -> JobConfig:
+    """The job container the bundle at ``bundle`` describes."""
+    bundle = os.path.abspath(bundle)
+    spec = load_spec(bundle)
+    return config.to_job_config(spec, bundle, container_id, probe_host(spec, bundle))
+
+
+def probe_host(spec: wire.Spec, bundle: str) -> config.HostFacts:
+    """What ``to_job_config`` needs to know about this host for ``spec``: its CPUs and,
+    for ``windows.resources``, the block device of the writable layer."""
+    if spec.windows is None or spec.windows.resources is None:
+        return config.HostFacts()  # nothing asks
+    device = writable_layer_device(config.rootfs_of(spec, bundle))
+    return config.HostFacts(cpus=os.cpu_count() or 1, layer_device=device)
+
+
+def writable_layer_device(rootfs: str) -> tuple[int, int] | None:
+    """(major, minor) of the block device that holds the container's writable layer:
+    an overlay's upper directory, or the rootfs itself; None when it is on no block
+    device (tmpfs, a missing path)."""
+    from hostjob.mountinfo import mount_of
+
+    path = rootfs
+    try:
+        mount = mount_of(rootfs)
+        if mount is not None and mount.fstype == "overlay":
+            for option in mount.options.split(","):
+                if option.startswith("upperdir="):
+                    path = option[len("upperdir=") :]
+        device = os.stat(path).st_dev
+    except OSError:
+        return None
+    if os.major(device) == 0:
+        return None
+    return os.major(device), os.minor(device)
+
+
+def load_process(path: str) -> ProcessConfig:
+    """``exec --process FILE`` (``-`` for stdin): a runtime-spec ``process`` object."""
+    from hostjob.spec import runtime as wire
+
+    data = read_json(path, "process JSON")
+    return config.process_config(wire.Process.decode(data, "process"), "process")
+
+
+def load_resources(path: str) -> wire.Resources:
+    """``update --resources FILE`` (``-`` for stdin): a runtime-spec LinuxResources."""
+    from hostjob.spec import runtime as wire
+
+    resources: wire.Resources = wire.Resources.decode(
+        read_json(path, "resources JSON"), "resources"
+    )
+    return resources

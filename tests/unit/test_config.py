@@ -1,0 +1,540 @@
+"""The one conversion step (hostjob.config), rule by rule: SPEC §2 (honoured, ignored
+with one warning, refused), §3 (the sandbox mount point), §4's volumes, §5's
+``windows.resources`` mapping laid over ``linux.resources``, §6 as far as the config
+decides it, and ``merge_resources``. Pure: no file, no host, no root."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hostjob import log
+from hostjob.config import (
+    DEFAULT_BIND_MOUNT_POINT,
+    HostFacts,
+    process_config,
+    to_job_config,
+    validate_mount_point,
+)
+from hostjob.errors import ConfigError
+from hostjob.job import JobConfig, ProcessConfig, merge_resources
+from hostjob.spec import OCI_VERSION
+from hostjob.spec import runtime as wire
+from tests.helpers import base_config
+
+BUNDLE = "/srv/bundles/b1"
+CID = "job1"
+
+
+def convert(config: dict[str, Any], host: HostFacts | None = None) -> JobConfig:
+    return to_job_config(wire.Spec.decode(config), BUNDLE, CID, host)
+
+
+def with_(section: str, **values: Any) -> dict[str, Any]:
+    """base_config() with ``values`` merged into its top-level ``section``."""
+    config = base_config()
+    config.setdefault(section, {}).update(values)
+    return config
+
+
+def proc(**values: Any) -> ProcessConfig:
+    return process_config(wire.Process.decode({"args": ["x"], **values}), "process")
+
+
+@pytest.fixture
+def logged(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    lines: list[tuple[str, str]] = []
+    monkeypatch.setattr(log, "warning", lambda msg: lines.append(("warning", msg)))
+    monkeypatch.setattr(log, "debug", lambda msg: lines.append(("debug", msg)))
+    return lines
+
+
+def refused(config: dict[str, Any], path: str, words: str = "") -> ConfigError:
+    with pytest.raises(ConfigError) as caught:
+        convert(config)
+    assert caught.value.path == path, str(caught.value)
+    assert words in str(caught.value)
+    return caught.value
+
+
+# --- §2 honoured --------------------------------------------------------------------------
+
+
+def test_the_base_config_converts_without_a_word(logged: list[tuple[str, str]]) -> None:
+    job = convert(base_config("sleep", "1"))
+    assert logged == []
+    assert job.oci_version == "1.2.0"
+    assert job.bundle == BUNDLE
+    assert job.rootfs == f"{BUNDLE}/rootfs"
+    assert job.readonly is False
+    assert (job.mount_mode, job.mount_point) == ("host", f"{BUNDLE}/rootfs")
+    assert job.volumes == [] and job.hooks == {} and job.annotations == {}
+    assert job.cgroups_path == "" and job.resources is None and job.resources_json is None
+    assert job.inherit_user is False and job.image is None
+    assert job.process.args == ["sleep", "1"]
+
+
+def test_oci_version_defaults_to_the_one_spoken() -> None:
+    config = base_config()
+    del config["ociVersion"]
+    assert convert(config).oci_version == OCI_VERSION
+    config["ociVersion"] = "1.0.2"
+    assert convert(config).oci_version == "1.0.2"
+
+
+@pytest.mark.parametrize(
+    ("path", "rootfs"),
+    [("rootfs", f"{BUNDLE}/rootfs"), ("./a/../fs", f"{BUNDLE}/fs"), ("/abs/fs", "/abs/fs")],
+)
+def test_root_path_is_relative_to_the_bundle(path: str, rootfs: str) -> None:
+    job = convert(with_("root", path=path, readonly=True))
+    assert job.rootfs == rootfs and job.readonly is True
+
+
+def test_root_and_process_are_required() -> None:
+    config = base_config()
+    del config["root"]
+    refused(config, "root.path", "required")
+    refused(with_("root", path=""), "root.path", "required")
+    config = base_config()
+    del config["process"]
+    refused(config, "process", "required")
+
+
+def test_every_honoured_process_field_is_kept() -> None:
+    config = with_(
+        "process",
+        args=["/bin/app", "--flag"],
+        env=["A=1", "B=x=y"],
+        cwd="/work",
+        user={"uid": 1000, "gid": 1001, "umask": 0o27, "additionalGids": [5, 6]},
+        rlimits=[{"type": "RLIMIT_NOFILE", "soft": 1024, "hard": 4096}],
+        noNewPrivileges=True,
+        capabilities={"bounding": ["CAP_KILL"], "effective": ["CAP_KILL"]},
+        terminal=True,
+        consoleSize={"height": 24, "width": 80},
+        oomScoreAdj=-100,
+    )
+    p = convert(config).process
+    assert p.args == ["/bin/app", "--flag"] and p.env == ["A=1", "B=x=y"] and p.cwd == "/work"
+    assert (p.uid, p.gid, p.umask, p.additional_gids, p.username) == (
+        1000,
+        1001,
+        0o27,
+        [5, 6],
+        None,
+    )
+    assert [(r.type, r.soft, r.hard) for r in p.rlimits] == [("RLIMIT_NOFILE", 1024, 4096)]
+    assert p.no_new_privileges is True and p.terminal is True
+    assert (p.console_height, p.console_width) == (24, 80)
+    assert p.oom_score_adj == -100
+    assert p.capabilities == {
+        "bounding": ["CAP_KILL"],
+        "effective": ["CAP_KILL"],
+        "inheritable": [],
+        "permitted": [],
+        "ambient": [],
+    }
+
+
+def test_username_is_kept_for_resolution_at_start() -> None:
+    p = convert(with_("process", user={"username": "nobody"})).process
+    assert (p.username, p.uid, p.gid) == ("nobody", None, None)
+
+
+def test_annotations_cgroups_path_and_resources_are_kept() -> None:
+    config = base_config(
+        annotations={"a": "1", "io.kubernetes.cri.container-type": "container"},
+        linux={"cgroupsPath": "/pods/p1/c1", "resources": {"pids": {"limit": 50}}},
+    )
+    job = convert(config)
+    assert job.annotations == {"a": "1", "io.kubernetes.cri.container-type": "container"}
+    assert job.cgroups_path == "/pods/p1/c1"
+    assert job.resources is not None and job.resources.pids is not None
+    assert job.resources.pids.limit == 50
+    assert job.resources_json == {"pids": {"limit": 50}}  # what the record stores
+
+
+def test_hooks_are_checked_and_kept_in_order() -> None:
+    config = base_config(
+        hooks={
+            "prestart": [{"path": "/bin/a"}, {"path": "/bin/b", "args": ["b", "1"], "timeout": 3}],
+            "poststop": [{"path": "/bin/c", "env": ["X=1"]}],
+            "createRuntime": [],
+        }
+    )
+    hooks = convert(config).hooks
+    assert sorted(hooks) == ["poststop", "prestart"]
+    a, b = hooks["prestart"]
+    assert (a.path, a.args, a.env, a.timeout) == ("/bin/a", ["/bin/a"], [], None)
+    assert (b.args, b.timeout) == (["b", "1"], 3)
+    assert hooks["poststop"][0].env == ["X=1"]
+
+
+@pytest.mark.parametrize(
+    ("hook", "path"),
+    [
+        ({"path": "rel/hook"}, "hooks.prestart[0].path"),
+        ({"path": ""}, "hooks.prestart[0].path"),
+        ({"path": "/bin/x", "timeout": 0}, "hooks.prestart[0].timeout"),
+        ({"path": "/bin/x", "timeout": -1}, "hooks.prestart[0].timeout"),
+    ],
+)
+def test_bad_hooks_are_refused(hook: dict[str, Any], path: str) -> None:
+    refused(base_config(hooks={"prestart": [hook]}), path)
+
+
+# --- §2 ignored: one warning each ----------------------------------------------------------
+
+IGNORED = [
+    ("hostname", {"hostname": "h"}),
+    ("domainname", {"domainname": "d"}),
+    ("linux.namespaces", {"linux": {"namespaces": [{"type": "pid"}]}}),
+    ("linux.uidMappings", {"linux": {"uidMappings": [{"containerID": 0, "hostID": 1, "size": 1}]}}),
+    ("linux.gidMappings", {"linux": {"gidMappings": [{"containerID": 0, "hostID": 1, "size": 1}]}}),
+    ("linux.seccomp", {"linux": {"seccomp": {"defaultAction": "SCMP_ACT_ALLOW"}}}),
+    ("linux.maskedPaths", {"linux": {"maskedPaths": ["/proc/kcore"]}}),
+    ("linux.readonlyPaths", {"linux": {"readonlyPaths": ["/proc/sys"]}}),
+    ("linux.devices", {"linux": {"devices": [{"type": "c", "path": "/dev/x"}]}}),
+    ("linux.mountLabel", {"linux": {"mountLabel": "system_u:object_r:x"}}),
+    ("process.apparmorProfile", {"process": {"apparmorProfile": "p"}}),
+    ("process.selinuxLabel", {"process": {"selinuxLabel": "l"}}),
+]
+
+
+@pytest.mark.parametrize(("field", "extra"), IGNORED, ids=[f for f, _e in IGNORED])
+def test_ignored_fields_cost_one_warning_each(
+    field: str, extra: dict[str, Any], logged: list[tuple[str, str]]
+) -> None:
+    config = base_config()
+    for key, value in extra.items():
+        config[key] = {**config.get(key, {}), **value} if key in ("linux", "process") else value
+    job = convert(config)
+    assert logged == [
+        ("warning", f"{field} is ignored: job containers run in the host's namespaces")
+    ]
+    assert job.process.args == ["true"]
+
+
+def test_all_ignored_fields_together_are_one_warning_each(logged: list[tuple[str, str]]) -> None:
+    config = base_config()
+    for _field, extra in IGNORED:
+        for key, value in extra.items():
+            config[key] = {**config.get(key, {}), **value} if key in ("linux", "process") else value
+    convert(config)
+    assert [msg.split(" ")[0] for _level, msg in logged] == [f for f, _e in IGNORED]
+
+
+def test_empty_ignored_fields_say_nothing(logged: list[tuple[str, str]]) -> None:
+    convert(base_config(hostname="", linux={"namespaces": [], "maskedPaths": []}))
+    assert logged == []
+
+
+# --- §2 refused ------------------------------------------------------------------------------
+
+
+def test_sysctl_is_refused() -> None:
+    refused(base_config(linux={"sysctl": {"net.ipv4.ip_forward": "1"}}), "linux.sysctl", "host")
+
+
+def test_vm_is_refused() -> None:
+    refused(base_config(vm={"hypervisor": {"path": "/bin/qemu"}}), "vm", "virtual-machine")
+
+
+def test_hyperv_with_a_job_container_is_refused() -> None:
+    windows = {"hyperv": {}, "jobContainer": {}}
+    refused(base_config(windows=windows), "windows.hyperv", "Hyper-V")
+    convert(base_config(windows={"hyperv": {}}))  # without jobContainer: nothing to refuse
+
+
+# --- §2 annotations ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("annotations", "inherit"),
+    [
+        ({}, False),
+        ({"io.hostjob.inherit-user": "true"}, True),
+        ({"io.hostjob.inherit-user": "1"}, True),
+        ({"io.hostjob.inherit-user": "YES"}, True),
+        ({"io.hostjob.inherit-user": "false"}, False),
+        ({"microsoft.com/hostprocess-inherit-user": "true"}, True),
+        ({"microsoft.com/hostprocess-inherit-user": "no"}, False),
+    ],
+)
+def test_inherit_user(annotations: dict[str, str], inherit: bool) -> None:
+    assert convert(base_config(annotations=annotations)).inherit_user is inherit
+
+
+def test_mount_mode_annotation() -> None:
+    assert convert(base_config()).mount_mode == "host"
+    bind = convert(base_config(annotations={"io.hostjob.mount-mode": "bind"}))
+    assert bind.mount_mode == "bind"
+    refused(
+        base_config(annotations={"io.hostjob.mount-mode": "overlay"}),
+        "annotations.io.hostjob.mount-mode",
+        "host, bind",
+    )
+
+
+# --- §3 the sandbox mount point ---------------------------------------------------------------
+
+
+def test_host_mode_without_a_mount_point_uses_the_rootfs() -> None:
+    job = convert(base_config())
+    assert job.mount_point == job.rootfs and not job.bind_rootfs
+
+
+def test_host_mode_with_a_mount_point_binds_the_rootfs_there() -> None:
+    job = convert(base_config(windows={"jobContainer": {"rootfsMountPoint": "/opt/job/./x/"}}))
+    assert job.mount_point == "/opt/job/x" and job.bind_rootfs
+
+
+@pytest.mark.parametrize(
+    ("windows", "annotations", "expected"),
+    [
+        ({"rootfsMountPoint": "/a"}, {"io.hostjob.rootfs-mount-point": "/b"}, "/a"),
+        ({}, {"io.hostjob.rootfs-mount-point": "/b"}, "/b"),
+        (
+            {},
+            {
+                "io.hostjob.rootfs-mount-point": "/b",
+                "microsoft.com/hostprocess-rootfs-location": "/c",
+            },
+            "/b",
+        ),
+        ({}, {"microsoft.com/hostprocess-rootfs-location": "/c"}, f"/c/{CID}"),
+    ],
+)
+def test_mount_point_sources_in_order(
+    windows: dict[str, str], annotations: dict[str, str], expected: str
+) -> None:
+    config = base_config(windows={"jobContainer": windows}, annotations=annotations)
+    assert convert(config).mount_point == expected
+
+
+def test_bind_mode_mount_point() -> None:
+    bind = {"io.hostjob.mount-mode": "bind"}
+    assert convert(base_config(annotations=bind)).mount_point == DEFAULT_BIND_MOUNT_POINT == "/hpc"
+    asked = {**bind, "io.hostjob.rootfs-mount-point": "/mnt/job"}
+    job = convert(base_config(annotations=asked))
+    assert job.mount_point == "/mnt/job" and not job.bind_rootfs
+
+
+@pytest.mark.parametrize(
+    "asked", ["relative/dir", "/", "/proc", "/proc/1", "/sys/fs/x", "/dev", "/dev/shm/x", "/x/../"]
+)
+def test_refused_mount_points(asked: str) -> None:
+    path = "windows.jobContainer.rootfsMountPoint"
+    refused(base_config(windows={"jobContainer": {"rootfsMountPoint": asked}}), path)
+    with pytest.raises(ConfigError):
+        validate_mount_point(asked, "x")
+
+
+def test_refused_mount_point_from_an_annotation_names_it() -> None:
+    key = "io.hostjob.rootfs-mount-point"
+    refused(base_config(annotations={key: "/sys"}), f"annotations.{key}", "/sys")
+    hcs = "microsoft.com/hostprocess-rootfs-location"
+    refused(base_config(annotations={hcs: "rel"}), f"annotations.{hcs}", "absolute")
+
+
+@pytest.mark.parametrize("asked", ["/procfs", "/system", "/devices/x", "/opt//job"])
+def test_near_misses_are_fine(asked: str) -> None:
+    assert validate_mount_point(asked, "x") == asked.replace("//", "/")
+
+
+# --- §4 volumes -------------------------------------------------------------------------------
+
+
+def test_bind_mounts_become_volumes(logged: list[tuple[str, str]]) -> None:
+    mounts = [
+        {"type": "bind", "source": "data", "destination": "data/in", "options": ["ro"]},
+        {"type": "none", "source": "/var/log", "destination": "/logs", "options": ["rbind"]},
+        {"source": "/etc/hosts", "destination": "/etc/hosts", "options": ["bind", "rw"]},
+    ]
+    volumes = convert(base_config(mounts=mounts)).volumes
+    assert [(v.source, v.destination, v.readonly) for v in volumes] == [
+        (f"{BUNDLE}/data", "/data/in", True),
+        ("/var/log", "/logs", False),
+        ("/etc/hosts", "/etc/hosts", False),
+    ]
+    assert logged == []
+
+
+def test_container_internal_mounts_are_dropped_quietly(logged: list[tuple[str, str]]) -> None:
+    internal = ["proc", "sysfs", "devpts", "tmpfs", "mqueue", "cgroup", "cgroup2"]
+    mounts = [{"type": t, "source": t, "destination": f"/{t}"} for t in internal]
+    assert convert(base_config(mounts=mounts)).volumes == []
+    assert [level for level, _msg in logged] == ["debug"] * len(internal)
+
+
+def test_other_mount_types_are_ignored_with_a_warning(logged: list[tuple[str, str]]) -> None:
+    mounts = [{"type": "nfs", "source": "srv:/x", "destination": "/x"}]
+    assert convert(base_config(mounts=mounts)).volumes == []
+    assert logged == [
+        (
+            "warning",
+            "mounts[0] (nfs on /x) is ignored: only bind mounts apply to job containers",
+        )
+    ]
+
+
+def test_bad_bind_mounts_are_refused() -> None:
+    refused(base_config(mounts=[{"type": "bind", "source": "/x"}]), "mounts[0].destination")
+    refused(base_config(mounts=[{"type": "bind", "destination": "/x"}]), "mounts[0].source")
+
+
+# --- §5 windows.resources, laid over linux.resources ----------------------------------------
+
+
+def test_windows_resources_are_mapped_with_the_hosts_cpus() -> None:
+    config = base_config(windows={"resources": {"cpu": {"count": 2}}})
+    cpu = convert(config, HostFacts(cpus=8)).resources.cpu  # type: ignore[union-attr]
+    assert cpu is not None and (cpu.quota, cpu.period) == (200000, 100000)
+    clamped = convert(base_config(windows={"resources": {"cpu": {"count": 4}}}), HostFacts(2))
+    assert clamped.resources is not None and clamped.resources.cpu is not None
+    assert clamped.resources.cpu.quota == 200000
+
+
+def test_windows_resources_override_linux_field_by_field() -> None:
+    config = base_config(
+        linux={"resources": {"memory": {"limit": 1 << 20, "swap": 1 << 22}, "pids": {"limit": 9}}},
+        windows={"resources": {"memory": {"limit": 1 << 30}, "cpu": {"shares": 5000}}},
+    )
+    res = convert(config).resources
+    assert res is not None and res.memory is not None and res.cpu is not None
+    assert (res.memory.limit, res.memory.swap) == (1 << 30, 1 << 22)
+    assert res.pids is not None and res.pids.limit == 9
+    assert res.cpu.shares is not None and res.cpu.quota is None
+
+
+def test_windows_storage_throttles_the_layer_device(logged: list[tuple[str, str]]) -> None:
+    config = base_config(windows={"resources": {"storage": {"iops": 100, "bps": 4096}}})
+    res = convert(config, HostFacts(cpus=2, layer_device=(8, 16))).resources
+    assert res is not None and res.block_io is not None
+    reads = res.block_io.throttle_read_iops_device or []
+    assert [(d.major, d.minor, d.rate) for d in reads] == [(8, 16, 100)]
+    assert [d.rate for d in res.block_io.throttle_write_bps_device or []] == [4096]
+    assert logged == []
+    # Without a block device under the writable layer: a warning, no throttle.
+    res = convert(config, HostFacts(cpus=2)).resources
+    assert res is not None and res.block_io is None
+    assert [level for level, _m in logged] == ["warning"]
+
+
+def test_windows_cpu_limits_are_mutually_exclusive() -> None:
+    windows = {"resources": {"cpu": {"count": 1, "maximum": 5000}}}
+    refused(base_config(windows=windows), "windows.resources.cpu", "mutually exclusive")
+
+
+def test_unified_files_are_checked_at_conversion() -> None:
+    linux = {"resources": {"unified": {"memory.high": "1G"}}}
+    assert convert(base_config(linux=linux)).resources is not None
+    for key in ("cgroup.procs", "memory", "../x.y", "memory.a/b"):
+        linux = {"resources": {"unified": {key: "1"}}}
+        refused(base_config(linux=linux), "linux.resources.unified")
+
+
+# --- §6 as far as the config decides it ------------------------------------------------------
+
+
+def test_args_must_name_a_program() -> None:
+    with pytest.raises(ConfigError, match=r"process\.args: args must name"):
+        proc(args=[])
+    refused(with_("process", args=[]), "process.args")
+
+
+@pytest.mark.parametrize("entry", ["NOEQUALS", ""])
+def test_env_entries_are_key_value(entry: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        proc(env=["A=1", entry])
+    assert caught.value.path == "process.env[1]"
+
+
+@pytest.mark.parametrize(
+    ("cwd", "ok"),
+    [
+        ("/abs", True),
+        ("", True),
+        ("$CONTAINER_SANDBOX_MOUNT_POINT/app", True),
+        ("%CONTAINER_SANDBOX_MOUNT_POINT%/app", True),
+        ("relative", False),
+        ("./x", False),
+    ],
+)
+def test_cwd_must_be_absolute_unless_it_names_the_mount_point(cwd: str, ok: bool) -> None:
+    if ok:
+        assert proc(cwd=cwd).cwd == cwd
+    else:
+        with pytest.raises(ConfigError, match="absolute"):
+            proc(cwd=cwd)
+
+
+@pytest.mark.parametrize(
+    ("rlimits", "path"),
+    [
+        ([{"type": "RLIMIT_BOGUS", "soft": 1, "hard": 1}], "process.rlimits[0].type"),
+        (
+            [{"type": "RLIMIT_NOFILE", "soft": 1, "hard": 2}] * 2,
+            "process.rlimits[1].type",
+        ),
+        ([{"type": "RLIMIT_CORE", "soft": 5, "hard": 4}], "process.rlimits[0]"),
+    ],
+)
+def test_bad_rlimits_are_refused(rlimits: list[dict[str, Any]], path: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        proc(rlimits=rlimits)
+    assert caught.value.path == path
+
+
+def test_missing_rlimit_values_are_zero() -> None:
+    limits = proc(rlimits=[{"type": "RLIMIT_CORE"}]).rlimits
+    assert [(r.soft, r.hard) for r in limits] == [(0, 0)]
+
+
+def test_unknown_capabilities_are_refused() -> None:
+    with pytest.raises(ConfigError) as caught:
+        proc(capabilities={"ambient": ["CAP_KILL", "CAP_TELEPORT"]})
+    assert caught.value.path == "process.capabilities.ambient[1]"
+    assert proc().capabilities is None  # none asked: the sets are left as they are
+
+
+# --- merge_resources ---------------------------------------------------------------------
+
+
+def resources(data: dict[str, Any]) -> wire.Resources:
+    decoded: wire.Resources = wire.Resources.decode(data)
+    return decoded
+
+
+def test_merge_lays_fields_over_groups_and_replaces_the_rest() -> None:
+    base = resources(
+        {
+            "memory": {"limit": 100, "swap": 200},
+            "cpu": {"shares": 512},
+            "unified": {"memory.high": "1"},
+            "hugepageLimits": [{"pageSize": "2MB", "limit": 1}],
+        }
+    )
+    before = base.to_json()
+    over = resources(
+        {"memory": {"limit": 150}, "pids": {"limit": 7}, "unified": {"io.weight": "5"}}
+    )
+    merged = merge_resources(base, over)
+    assert merged.to_json() == {
+        "memory": {"limit": 150, "swap": 200},
+        "cpu": {"shares": 512},
+        "pids": {"limit": 7},
+        "unified": {"io.weight": "5"},
+        "hugepageLimits": [{"pageSize": "2MB", "limit": 1}],
+    }
+    assert base.to_json() == before  # the inputs are not changed
+    merged.memory.limit = 1  # type: ignore[union-attr]
+    assert base.memory is not None and base.memory.limit == 100
+
+
+def test_merge_onto_nothing_is_the_overrides() -> None:
+    over = resources({"cpu": {"quota": 5000, "period": 10000}})
+    assert merge_resources(None, over).to_json() == over.to_json()
+    assert merge_resources(over, resources({})).to_json() == over.to_json()
