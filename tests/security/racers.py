@@ -134,6 +134,18 @@ def racing(
         racer.stop()
 
 
+def attack_attempts(minimum: int, seconds: float = 180.0) -> Iterator[int]:
+    """Attempt numbers for showing that an attack works: at least ``minimum`` of them,
+    and more while ``seconds`` have not passed. A race is won by chance; on a loaded
+    machine it takes more tries, so the bound is time as well as a count. The caller
+    returns on the first win and fails the test after the last attempt."""
+    deadline = time.monotonic() + seconds
+    attempt = 0
+    while attempt < minimum or time.monotonic() < deadline:
+        yield attempt
+        attempt += 1
+
+
 def open_up(path: os.PathLike[str] | str) -> None:
     """Let unprivileged racers traverse to ``path`` (pytest's temp dirs are 0700)."""
     for directory in (os.fspath(path), *_parents(os.fspath(path))):

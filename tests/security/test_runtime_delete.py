@@ -23,6 +23,7 @@ from hostjob.images.pack import pack
 from hostjob.images.store import Store
 from tests.helpers import BUSYBOX, Hostjob, base_config, mounts_under, new_id
 from tests.security.racers import (
+    attack_attempts,
     open_up,
     path_based_remove_tree,
     path_based_undo,
@@ -98,7 +99,7 @@ def test_image_container_writable_layer_attack(hj: Hostjob, image: str, tmp_path
     open_up(tmp_path)
     store = str(tmp_path / "store")
     canary = _canary(tmp_path)
-    for _ in range(ATTACK_ATTEMPTS):
+    for _attempt in attack_attempts(ATTACK_ATTEMPTS):
         cid, fd = _image_container(hj, image, store, canary)
         try:
             subprocess.run(["umount", "-l", str(hj.root / cid / "rootfs")], check=True)
@@ -112,7 +113,7 @@ def test_image_container_writable_layer_attack(hj: Hostjob, image: str, tmp_path
             hj.ok("delete", "--force", cid)
         if len(os.listdir(canary)) < 10:
             return
-    pytest.fail(f"the racer never beat the path-based removal in {ATTACK_ATTEMPTS} attempts")
+    pytest.fail(f"the racer never beat the path-based removal in {_attempt + 1} attempts")
 
 
 def test_image_container_delete_under_a_racer(hj: Hostjob, image: str, tmp_path: Path) -> None:
@@ -174,7 +175,7 @@ def test_volume_link_undo_attack(hj: Hostjob, bundle, tmp_path: Path) -> None:
     b, outside = _volume_bundle(bundle, tmp_path)
     rootfs = b / "rootfs"
     before = snapshot(str(outside))
-    for _ in range(ATTACK_ATTEMPTS):
+    for _attempt in attack_attempts(ATTACK_ATTEMPTS):
         cid = new_id("sec")
         hj.ok("create", "--bundle", str(b), cid)
         entries = _undo_entries(hj, cid)
@@ -184,7 +185,7 @@ def test_volume_link_undo_attack(hj: Hostjob, bundle, tmp_path: Path) -> None:
         if snapshot(str(outside)) != before:
             return
         _reset_volume_rootfs(rootfs)
-    pytest.fail(f"the racer never beat the path-based undo in {ATTACK_ATTEMPTS} attempts")
+    pytest.fail(f"the racer never beat the path-based undo in {_attempt + 1} attempts")
 
 
 def test_volume_link_delete_under_a_racer(hj: Hostjob, bundle, tmp_path: Path) -> None:
@@ -267,7 +268,7 @@ def test_mount_point_undo_attack(hj: Hostjob, bundle, owned_parent, mode: str) -
     someone else's filesystem or remove its directory."""
     home, outside = owned_parent
     b = _mount_point_bundle(bundle, home, mode)
-    for _ in range(ATTACK_ATTEMPTS):
+    for _attempt in attack_attempts(ATTACK_ATTEMPTS):
         cid = new_id("sec")
         hj.ok("create", "--bundle", str(b), cid)
         entries = _undo_entries(hj, cid)
@@ -280,7 +281,7 @@ def test_mount_point_undo_attack(hj: Hostjob, bundle, owned_parent, mode: str) -
         for point in reversed(mounts_under(str(home))):
             subprocess.run(["umount", "-l", point], check=True)
         _reset_home(home, outside)
-    pytest.fail(f"the racer never beat the path-based undo in {ATTACK_ATTEMPTS} attempts")
+    pytest.fail(f"the racer never beat the path-based undo in {_attempt + 1} attempts")
 
 
 @pytest.mark.parametrize("mode", ["host", "bind"])
