@@ -246,7 +246,7 @@ class ContainerRootfs:
             raise MountError(f"{self.target} is already a mount point")
         if os.path.exists(self.rw_dir):
             _rmtree(self.rw_dir)
-        from hostjob.images.store import make_dirs
+        from hostjob.images.root import make_dirs
 
         make_dirs(os.path.dirname(self.rw_dir), 0o700)  # rw/: root's, whatever the umask
         os.mkdir(self.rw_dir, 0o700)

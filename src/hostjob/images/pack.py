@@ -29,6 +29,7 @@ import time
 
 from hostjob.errors import ImageError, InvalidArgument, ReferenceError
 from hostjob.images import reference as refs
+from hostjob.images.content import Digester
 from hostjob.spec import image as spec
 
 TYPE_CHECKING = False
@@ -41,27 +42,6 @@ if TYPE_CHECKING:
 # xattrs worth shipping with host tools (file capabilities) and user metadata.
 _KEPT_XATTR_PREFIXES = ("security.capability", "user.")
 CHUNK = 1 << 20
-
-
-class _HashWriter:
-    __slots__ = ("count", "dest", "hasher")
-
-    def __init__(self, dest: Any) -> None:
-        self.dest = dest
-        self.hasher = hashlib.sha256()
-        self.count = 0
-
-    def write(self, data: bytes) -> int:
-        self.hasher.update(data)
-        self.count += len(data)
-        self.dest.write(data)
-        return len(data)
-
-    def flush(self) -> None:
-        pass
-
-    def digest(self) -> str:
-        return "sha256:" + self.hasher.hexdigest()
 
 
 def source_date_epoch() -> int:
@@ -277,11 +257,11 @@ def write_layer(
         raise ImageError(f"cannot read {src_dir}: {err.strerror}") from None
     what = src_dir.rstrip("/") or "/"
     try:
-        compressed = _HashWriter(dest)
+        compressed = Digester(dest)
         with gzip.GzipFile(
             filename="", mode="wb", fileobj=compressed, mtime=0, compresslevel=compresslevel
         ) as gz:
-            plain = _HashWriter(gz)
+            plain = Digester(gz)
             with tarfile.open(fileobj=plain, mode="w|", format=tarfile.PAX_FORMAT) as tf:  # type: ignore[call-overload]
                 layer = _LayerWriter(tf, what, mtime, keep_owner)
                 for entry in _walk(root, what):
@@ -573,7 +553,7 @@ def _copy_into_layout(base: _Base, desc: spec.Descriptor, layout: _Layout) -> No
     fd, tmp = tempfile.mkstemp(prefix=".base-", dir=os.path.join(layout.path, "blobs", "sha256"))
     try:
         with os.fdopen(fd, "wb") as f:
-            writer = _HashWriter(f)
+            writer = Digester(f)
             base.copy_blob(desc, writer)
         if writer.digest() != desc.digest:
             from hostjob.errors import DigestMismatch

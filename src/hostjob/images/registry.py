@@ -496,7 +496,7 @@ class RegistryClient:
         return raw, media_type, digest
 
     def fetch_blob(self, repo: str, desc: spec.Descriptor, writer: Writer) -> None:
-        """Stream a blob into ``writer`` (a ``store.BlobWriter``), resuming with Range."""
+        """Stream a blob into ``writer`` (a ``content.Digester``), resuming with Range."""
         import httpx
 
         assert desc.digest is not None

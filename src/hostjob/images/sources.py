@@ -2,7 +2,7 @@
 
 A source answers three questions for ``Store.pull``: the top-level manifest or index
 (``top``), a child manifest of an index (``manifest``) and a blob's bytes
-(``copy_blob``, into a verifying ``BlobWriter``). Registries are the same shape
+(``copy_blob``, into a verifying ``content.Digester``). Registries are the same shape
 (``hostjob.images.registry.RegistrySource``). Archives are read in place through
 their members' offsets; nothing is extracted.
 """
@@ -16,6 +16,7 @@ import tarfile
 
 from hostjob.errors import ImageError, ImageNotFound, ReferenceError
 from hostjob.images import reference as refs
+from hostjob.images.content import Digester
 from hostjob.spec import image as spec
 
 TYPE_CHECKING = False
@@ -337,25 +338,16 @@ class DockerArchiveSource:
         self.raw_manifest = spec.canonical_json(manifest)
 
     def _describe_layer(self, rel: str) -> tuple[str, int, str]:
-        src = self.files.open(rel)
-        hasher = hashlib.sha256()
-        head = b""
-        size = 0
-        while True:
-            data = src.read(CHUNK)
-            if not data:
-                break
-            if not head:
-                head = data[:4]
-            hasher.update(data)
-            size += len(data)
+        src = Digester(self.files.open(rel))
+        head = src.read(4)
+        src.drain()
         if head.startswith(b"\x1f\x8b"):
             media_type = spec.DOCKER_LAYER_GZIP
         elif head == b"\x28\xb5\x2f\xfd":
             media_type = spec.DOCKER_LAYER_ZSTD
         else:
             media_type = spec.DOCKER_LAYER
-        return "sha256:" + hasher.hexdigest(), size, media_type
+        return src.digest(), src.count, media_type
 
     def top(self) -> tuple[bytes, str | None, str | None]:
         digest = "sha256:" + hashlib.sha256(self.raw_manifest).hexdigest()

@@ -30,126 +30,34 @@ verified blob.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import stat
-import time
 
-from hostjob import faults, fsutil, jsonio
+from hostjob import fsutil, jsonio
 from hostjob.errors import (
     DigestMismatch,
     ImageError,
     ImageNotFound,
     InvalidArgument,
-    PermissionDenied,
     ReferenceError,
 )
 from hostjob.images import progress as events
 from hostjob.images import reference as refs
+from hostjob.images import root as storedir
+from hostjob.images.content import ContentStore, Digester, split_digest
+from hostjob.images.root import StoreRoot, make_dirs
 from hostjob.spec import image as spec
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
-    from typing import Any, BinaryIO
+    from typing import Any
 
     from hostjob.images.progress import Progress
     from hostjob.images.sources import Source
 
-DEFAULT_ROOT = "/var/lib/hostjob"
-STORE_ENV = "HOSTJOB_STORE"
-
-
-def default_root() -> str:
-    """The store when none is given: ``$HOSTJOB_STORE``, else ``/var/lib/hostjob``."""
-    return os.environ.get(STORE_ENV) or DEFAULT_ROOT
-
-
 IMAGES_VERSION = 1
 PULL_WORKERS = 3
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _split_digest(digest: str) -> tuple[str, str]:
-    if not spec.is_digest(digest):
-        raise ImageError(f"invalid digest {digest!r}")
-    algorithm, _, encoded = digest.partition(":")
-    return algorithm, encoded
-
-
-class _Lock:
-    """An ``flock`` on a file, as a context manager."""
-
-    __slots__ = ("fd", "mode", "path")
-
-    def __init__(self, path: str, shared: bool = False) -> None:
-        self.path = path
-        self.mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-        self.fd = -1
-
-    def __enter__(self) -> _Lock:
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        fcntl.flock(self.fd, self.mode)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        os.close(self.fd)  # closing the fd releases the lock
-        self.fd = -1
-
-
-class BlobWriter:
-    """Receives a blob's bytes into a temp file, hashing and counting as they come.
-
-    ``reset()`` starts over (a server that ignored a Range request); ``offset`` is how
-    much arrived (for resuming). More bytes than the descriptor's size fail at once.
-    """
-
-    __slots__ = ("algorithm", "count", "file", "hasher", "limit", "on_bytes")
-
-    def __init__(
-        self,
-        file: BinaryIO,
-        algorithm: str,
-        limit: int | None,
-        on_bytes: Callable[[int], None] | None,
-    ) -> None:
-        import hashlib
-
-        self.file = file
-        self.algorithm = algorithm
-        self.hasher = hashlib.new(algorithm)
-        self.count = 0
-        self.limit = limit
-        self.on_bytes = on_bytes
-
-    @property
-    def offset(self) -> int:
-        return self.count
-
-    def write(self, data: bytes) -> None:
-        self.count += len(data)
-        if self.limit is not None and self.count > self.limit:
-            raise DigestMismatch(f"blob is larger than its declared size {self.limit}")
-        self.hasher.update(data)
-        self.file.write(data)
-        if self.limit is None or self.count < self.limit:
-            faults.point("pull:mid-blob")  # part of the blob is in its temp file
-        if self.on_bytes is not None:
-            self.on_bytes(self.count)
-
-    def reset(self) -> None:
-        import hashlib
-
-        self.file.seek(0)
-        self.file.truncate()
-        self.hasher = hashlib.new(self.algorithm)
-        self.count = 0
-
-    def digest(self) -> str:
-        return f"{self.algorithm}:{self.hasher.hexdigest()}"
 
 
 class ResolvedImage:
@@ -197,53 +105,24 @@ class ResolvedImage:
 class Store:
     """The image store. Every verb returns plain JSON-able data for the CLI."""
 
-    __slots__ = ("_closed", "root")
+    __slots__ = ("content", "root", "top")
 
     def __init__(self, root: str | None = None) -> None:
-        self.root = os.path.abspath(root or default_root())
-        self._closed = False  # the root was checked to be ours and 0700
+        self.top = StoreRoot(root)
+        self.root = self.top.path
+        self.content = ContentStore(self.top)
 
     # --- paths ------------------------------------------------------------------------
 
     def _path(self, *parts: str) -> str:
-        return os.path.join(self.root, *parts)
-
-    def _ensure_dirs(self) -> None:
-        if not self._closed:
-            make_dirs(self.root, 0o700)
-            self._close_root()
-        for sub in ("blobs/sha256", "layers/sha256", "containers", "locks"):
-            make_dirs(self._path(sub), 0o700)
-
-    def _close_root(self) -> None:
-        """Make sure the store's root is ours and 0700, closing a store an older
-        hostjob made 0755. The root's mode is enough to close everything below it
-        (blobs, layers and their setuid files, names, containers): nothing there can
-        be reached without searching the root."""
-        try:
-            st = os.stat(self.root)
-        except FileNotFoundError:
-            return  # nothing stored yet; _ensure_dirs makes it 0700
-        except PermissionError:
-            raise PermissionDenied(
-                f"cannot open the image store {self.root}: it is root's"
-            ) from None
-        if st.st_uid != os.geteuid():
-            raise PermissionDenied(
-                f"image store {self.root} belongs to uid {st.st_uid}, not to hostjob's user;"
-                " refusing it"
-            )
-        if stat.S_IMODE(st.st_mode) != 0o700:
-            os.chmod(self.root, 0o700)
-        self._closed = True
+        return self.top.join(*parts)
 
     def blob_path(self, digest: str) -> str:
-        algorithm, encoded = _split_digest(digest)
-        return self._path("blobs", algorithm, encoded)
+        return self.content.path(digest)
 
     def layer_path(self, diff_id: str) -> str:
         """``layers/<alg>/<hex>``; the tree is its ``diff`` subdirectory."""
-        algorithm, encoded = _split_digest(diff_id)
+        algorithm, encoded = split_digest(diff_id)
         return self._path("layers", algorithm, encoded)
 
     def layer_dir(self, diff_id: str) -> str:
@@ -253,94 +132,31 @@ class Store:
         return os.path.exists(os.path.join(self.layer_path(diff_id), "layer.json"))
 
     def has_blob(self, digest: str) -> bool:
-        return os.path.exists(self.blob_path(digest))
+        return self.content.has(digest)
 
-    def _lock(self, name: str, shared: bool = False) -> _Lock:
-        return _Lock(self._path(name), shared)
-
-    def gc_shared(self) -> _Lock:
+    def gc_shared(self) -> storedir.Lock:
         """Hold while using store content that is not named yet; prune waits for it."""
-        self._ensure_dirs()
-        return self._lock("gc.lock", shared=True)
+        self.top.ensure()
+        return self.top.lock("gc.lock", shared=True)
 
     # --- blobs ------------------------------------------------------------------------
 
     def read_blob(self, digest: str, limit: int = 64 << 20) -> bytes:
         """A small (metadata) blob's bytes, re-verified."""
-        try:
-            with open(self.blob_path(digest), "rb") as f:
-                data = f.read(limit + 1)
-        except FileNotFoundError:
-            raise ImageNotFound(f"blob {digest} is not in the store") from None
-        if len(data) > limit:
-            raise ImageError(f"blob {digest} is too large for metadata")
-        algorithm = digest.partition(":")[0]
-        if f"{algorithm}:{_hexdigest(algorithm, data)}" != digest:
-            raise DigestMismatch(f"stored blob {digest} is corrupt")
-        return data
+        return self.content.read(digest, limit)
 
     def write_blob(self, data: bytes, digest: str | None = None) -> str:
         """Store bytes; returns their sha256 digest (checked against ``digest`` if given)."""
-        import hashlib
-
-        algorithm = digest.partition(":")[0] if digest else "sha256"
-        actual = f"{algorithm}:{hashlib.new(algorithm, data).hexdigest()}"
-        if digest is not None and actual != digest:
-            raise DigestMismatch(f"content digest is {actual}, expected {digest}")
-
-        def fill(writer: BlobWriter) -> None:
-            writer.write(data)
-
-        self.ingest(actual, len(data), fill)
-        return actual
+        return self.content.write(data, digest)
 
     def ingest(
         self,
         digest: str,
         size: int | None,
-        fill: Callable[[BlobWriter], None],
+        fill: Callable[[Digester], None],
         on_bytes: Callable[[int], None] | None = None,
     ) -> bool:
-        """Make sure blob ``digest`` is stored: ``fill(writer)`` supplies its bytes.
-
-        Returns False when it was already there (nothing fetched). Verified before the
-        rename: a wrong size or digest leaves nothing.
-        """
-        path = self.blob_path(digest)
-        if os.path.exists(path):
-            return False
-        self._ensure_dirs()
-        make_dirs(os.path.dirname(path))
-        algorithm, encoded = _split_digest(digest)
-        with _Lock(self._path("locks", f"blob-{algorithm}-{encoded}.lock")):
-            if os.path.exists(path):
-                return False
-            # Under the blob's lock no other writer of it runs: a temp file of this
-            # digest is what a killed pull left (SPEC §9), removed before we start.
-            prefix = f".tmp-{encoded}-"
-            _remove_stale(os.path.dirname(path), prefix)
-            fd, tmp = _temp_file(os.path.dirname(path), prefix)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    writer = BlobWriter(f, algorithm, size, on_bytes)
-                    fill(writer)
-                    if size is not None and writer.count != size:
-                        raise DigestMismatch(
-                            f"blob {digest} is {writer.count} bytes, its descriptor says {size}"
-                        )
-                    if writer.digest() != digest:
-                        raise DigestMismatch(f"blob digest is {writer.digest()}, expected {digest}")
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.chmod(tmp, 0o644)
-                os.rename(tmp, path)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except FileNotFoundError:
-                    pass
-                raise
-        return True
+        return self.content.ingest(digest, size, fill, on_bytes)
 
     # --- layers -----------------------------------------------------------------------
 
@@ -360,21 +176,21 @@ class Store:
         dest = self.layer_path(diff_id)
         if self.has_layer(diff_id):
             return False
-        self._ensure_dirs()
+        self.top.ensure()
         make_dirs(os.path.dirname(dest))
-        algorithm, encoded = _split_digest(diff_id)
-        with _Lock(self._path("locks", f"layer-{algorithm}-{encoded}.lock")):
+        algorithm, encoded = split_digest(diff_id)
+        with self.top.lock(f"locks/layer-{algorithm}-{encoded}.lock"):
             if self.has_layer(diff_id):
                 return False
             if os.path.lexists(dest):  # a leftover without layer.json: not a layer
                 fsutil.remove_tree(dest)
             # A killed unpack's temp dir (``unpack_to`` names it after the layer).
-            _remove_stale(os.path.dirname(dest), f".tmp-{encoded}-")
+            storedir.remove_stale(os.path.dirname(dest), f".tmp-{encoded}-")
 
             def write_meta(tmp: str, stats: unpack.LayerStats) -> None:
                 meta = stats.to_json()
-                meta["unpacked"] = _now()
-                _write_json(os.path.join(tmp, "layer.json"), meta)
+                meta["unpacked"] = storedir.now()
+                storedir.write_json(os.path.join(tmp, "layer.json"), meta)
 
             try:
                 blob = open(self.blob_path(blob_digest), "rb")  # noqa: SIM115
@@ -395,8 +211,7 @@ class Store:
     # --- names ------------------------------------------------------------------------
 
     def _images(self) -> dict[str, dict[str, Any]]:
-        if not self._closed:
-            self._close_root()
+        self.top.check()
         try:
             with open(self._path("images.json"), "rb") as f:
                 data = jsonio.loads(f.read())
@@ -410,18 +225,20 @@ class Store:
         return images
 
     def _update_images(self, change: Callable[[dict[str, dict[str, Any]]], None]) -> None:
-        self._ensure_dirs()
-        with self._lock("images.lock"):
+        self.top.ensure()
+        with self.top.lock("images.lock"):
             images = self._images()
             change(images)
-            _write_json(self._path("images.json"), {"version": IMAGES_VERSION, "images": images})
+            storedir.write_json(
+                self._path("images.json"), {"version": IMAGES_VERSION, "images": images}
+            )
 
     def tag(self, name: str, manifest_digest: str, **extra: Any) -> str:
         """Point ``name`` (normalized) at a stored manifest."""
         name = _canonical_name(name)
         if not self.has_blob(manifest_digest):
             raise ImageNotFound(f"manifest {manifest_digest} is not in the store")
-        record = {"manifest": manifest_digest, "tagged": _now(), **extra}
+        record = {"manifest": manifest_digest, "tagged": storedir.now(), **extra}
 
         def change(images: dict[str, dict[str, Any]]) -> None:
             images[name] = record
@@ -592,10 +409,10 @@ class Store:
             "manifest": resolved.manifest_digest,
             "config": resolved.config_digest,
             "layers": resolved.diff_ids,
-            "registered": _now(),
+            "registered": storedir.now(),
         }
         with self.gc_shared():
-            _write_json(self._path("containers", f"{container_id}.json"), record)
+            storedir.write_json(self._path("containers", f"{container_id}.json"), record)
 
     def unregister_container(self, container_id: str) -> None:
         _check_container_id(container_id)
@@ -700,9 +517,9 @@ class Store:
 
         Returns ``{"bytes": freed, "blobs": n, "layers": n}``.
         """
-        self._ensure_dirs()
+        self.top.ensure()
         freed = {"bytes": 0, "blobs": 0, "layers": 0}
-        with self._lock("gc.lock"):
+        with self.top.lock("gc.lock"):
             keep_blobs: set[str] = set()
             keep_layers: set[str] = set()
             roots = [(r["manifest"], r.get("index")) for r in self._images().values()]
@@ -730,28 +547,28 @@ class Store:
                     if rootfs is not None:
                         keep_layers.update(rootfs.diff_ids or [])
                 keep_blobs.update(layer.digest for layer in manifest.layers or [] if layer.digest)
-            for algorithm in _listdir(self._path("blobs")):
+            for algorithm in storedir.listdir(self._path("blobs")):
                 folder = self._path("blobs", algorithm)
-                for entry in _listdir(folder):
+                for entry in storedir.listdir(folder):
                     if f"{algorithm}:{entry}" in keep_blobs:
                         continue
                     path = os.path.join(folder, entry)
                     freed["bytes"] += _tree_size(path)
-                    _remove_path(path)
+                    fsutil.remove_tree(path)
                     if not entry.startswith(".tmp-"):
                         freed["blobs"] += 1
-            for algorithm in _listdir(self._path("layers")):
+            for algorithm in storedir.listdir(self._path("layers")):
                 folder = self._path("layers", algorithm)
-                for entry in _listdir(folder):
+                for entry in storedir.listdir(folder):
                     if f"{algorithm}:{entry}" in keep_layers:
                         continue
                     path = os.path.join(folder, entry)
                     freed["bytes"] += _tree_size(path)
-                    _remove_path(path)
+                    fsutil.remove_tree(path)
                     if not entry.startswith(".tmp-"):
                         freed["layers"] += 1
-            for entry in _listdir(self._path("locks")):
-                _remove_path(self._path("locks", entry))
+            for entry in storedir.listdir(self._path("locks")):
+                fsutil.remove_tree(self._path("locks", entry))
         return freed
 
     # --- pulling ----------------------------------------------------------------------
@@ -969,54 +786,6 @@ def _platform_of(config: spec.ImageConfig) -> str:
     return f"{out}/{config.variant}" if config.variant else out
 
 
-def _write_json(path: str, data: object) -> None:
-    folder, base = os.path.split(path)
-    fd, tmp = _temp_file(folder, f".{base}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(jsonio.dumps(_sorted_keys(data), 1).encode() + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def make_dirs(path: str, mode: int = 0o755) -> None:
-    """``os.makedirs`` whose every new directory gets exactly ``mode`` (parents 0o755),
-    whatever the umask: makedirs gives parents ``0o777 & ~umask``, world-writable
-    under a umask of 0, and the store's tree must never be."""
-    if os.path.isdir(path):
-        return
-    parent = os.path.dirname(path)
-    if parent and parent != path:
-        make_dirs(parent)
-    try:
-        os.mkdir(path, mode)
-    except FileExistsError:
-        return
-    os.chmod(path, mode)
-
-
-def _remove_stale(folder: str, prefix: str) -> None:
-    """Remove the entries of ``folder`` named ``prefix*`` (temps of a killed writer)."""
-    for entry in _listdir(folder):
-        if entry.startswith(prefix):
-            _remove_path(os.path.join(folder, entry))
-
-
-def _listdir(path: str) -> list[str]:
-    try:
-        return sorted(os.listdir(path))
-    except FileNotFoundError:
-        return []
-
-
 def _tree_size(path: str) -> int:
     total = 0
     try:
@@ -1034,48 +803,6 @@ def _tree_size(path: str) -> int:
     return total
 
 
-def _remove_path(path: str) -> None:
-    fsutil.remove_tree(path)  # a file, a symlink or a whole tree; a missing one is fine
-
-
-def _sorted_keys(value: Any) -> Any:
-    """``value`` with every object's keys in order (stable, diffable store files)."""
-    if type(value) is dict:
-        return {k: _sorted_keys(value[k]) for k in sorted(value)}
-    if type(value) is list:
-        return [_sorted_keys(v) for v in value]
-    return value
-
-
-def _temp_file(folder: str, prefix: str) -> tuple[int, str]:
-    """A new file (O_EXCL, 0600) named ``prefix`` + a random suffix: tempfile.mkstemp,
-    without what importing tempfile costs (shutil, random, weakref: ~3 ms)."""
-    for _ in range(100):
-        path = os.path.join(folder, f"{prefix}{os.urandom(6).hex()}")
-        try:
-            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            return os.open(path, flags, 0o600), path
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"no free temporary name in {folder}")
-
-
-def _hexdigest(algorithm: str, data: bytes) -> str:
-    """The digest of a small blob, by CPython's own sha256/sha512 (built in): hashlib's
-    OpenSSL backend costs ~3 ms to load, which a cached ``run`` would pay for two
-    metadata blobs. Big blobs (pulls) go through hashlib."""
-    if algorithm in ("sha256", "sha512"):
-        module: Any = __import__(f"_{algorithm}")  # no type stubs for these
-        digest: str = getattr(module, algorithm)(data).hexdigest()
-        return digest
-    import hashlib
-
-    return hashlib.new(algorithm, data).hexdigest()
-
-
 def walk_blobs(store: Store) -> Iterator[str]:
     """Every stored blob digest (for tests and ``fsck``-style tools)."""
-    for algorithm in _listdir(store._path("blobs")):
-        for entry in _listdir(store._path("blobs", algorithm)):
-            if not entry.startswith("."):
-                yield f"{algorithm}:{entry}"
+    return store.content.digests()
