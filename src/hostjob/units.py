@@ -1,7 +1,14 @@
-"""Human units on the command line: sizes (``512m``, ``1.5G``) and Go durations
-(``5s``, ``1m30s``, ``250ms``), as runc, docker and podman read them."""
+"""How hostjob reads and writes quantities: sizes (``512m``, ``1.5G`` on the command
+line; ``5.6 MB`` in tables), Go durations (``5s``, ``1m30s``, ``250ms``), as runc,
+docker and podman read and print them, and RFC 3339 times (state, logs, image
+records).
+
+Light (``time`` only): the runtime path uses it.
+"""
 
 from __future__ import annotations
+
+import time
 
 from hostjob.errors import InvalidArgument
 
@@ -60,3 +67,93 @@ def parse_duration(text: str) -> float:
         else:
             raise InvalidArgument(f"invalid duration {text!r} (use e.g. 5s, 1m30s, 250ms)")
     return total
+
+
+def human_size(size: int | None, *, binary: bool = False) -> str:
+    """Bytes the way docker and podman print them: ``5.6 MB`` (SI units: image sizes),
+    or with ``binary`` ``5.6MiB`` (powers of 1024: memory, as ``docker stats``);
+    ``-`` for None."""
+    if size is None:
+        return "-"
+    value = float(size)
+    if binary:
+        for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+            if value < 1024 or unit == "TiB":
+                return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+            value /= 1024
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            if unit == "B" or value >= 100:
+                return f"{value:.0f} {unit}"
+            return f"{value:.1f} {unit}"
+        value /= 1000
+    raise AssertionError("unreachable")
+
+
+def rfc3339(epoch: float | None = None, *, local: bool = False) -> str:
+    """Go's ``time.RFC3339`` (``2006-01-02T15:04:05Z07:00``) of ``epoch`` (default:
+    now), in UTC (``...Z``) or, with ``local``, in local time with its offset (what
+    logrus writes in runc's logs)."""
+    if not local:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+    t = time.localtime(epoch)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", t)
+    offset = t.tm_gmtoff or 0
+    if offset == 0:
+        return stamp + "Z"
+    sign = "+" if offset > 0 else "-"
+    hours, minutes = divmod(abs(offset) // 60, 60)
+    return f"{stamp}{sign}{hours:02d}:{minutes:02d}"
+
+
+def rfc3339_nano(ns: int | None = None) -> str:
+    """UTC with nine fraction digits (``...05.123456789Z``) of ``ns`` nanoseconds since
+    the epoch (default: now): a container's ``created`` in ``state``."""
+    if ns is None:
+        ns = time.time_ns()
+    seconds, fraction = divmod(ns, 1_000_000_000)
+    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{fraction:09d}Z"
+
+
+def parse_rfc3339(text: str | None) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time (``Z`` or an offset; any fraction
+    of a second is dropped); None for anything else."""
+    if not text or len(text) < 19 or text[10] not in "Tt ":
+        return None
+    spans = ((0, 4), (5, 7), (8, 10), (11, 13), (14, 16), (17, 19))
+    if (text[4], text[7], text[13], text[16]) != ("-", "-", ":", ":") or not all(
+        text[a:b].isascii() and text[a:b].isdigit() for a, b in spans
+    ):
+        return None
+    year, month, day, hour, minute, second = (int(text[a:b]) for a, b in spans)
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    month_days = (31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+    if not (1 <= month <= 12 and 1 <= day <= month_days[month - 1]):
+        return None
+    if hour > 23 or minute > 59 or second > 60:
+        return None
+    seconds = float(_days_since_epoch(year, month, day) * 86400 + hour * 3600 + minute * 60)
+    seconds += second
+    rest = text[19:]
+    if rest.startswith("."):  # fractional seconds
+        digits = rest[1:]
+        end = len(digits) - len(digits.lstrip("0123456789"))
+        rest = digits[end:]
+    if rest in ("Z", "z", ""):
+        return seconds
+    hh, mm = rest[1:3], rest[4:6]
+    if len(rest) == 6 and rest[0] in "+-" and rest[3] == ":" and (hh + mm).isdigit():
+        offset = int(hh) * 3600 + int(mm) * 60
+        return seconds - offset if rest[0] == "+" else seconds + offset
+    return None
+
+
+def _days_since_epoch(year: int, month: int, day: int) -> int:
+    """Days from 1970-01-01 to a date of the proleptic Gregorian calendar (H. Hinnant's
+    ``days_from_civil``: plain arithmetic, no ``calendar``/``datetime`` import)."""
+    year -= month <= 2
+    era = year // 400
+    year_of_era = year - era * 400
+    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    return era * 146097 + day_of_era - 719468
