@@ -4,8 +4,9 @@
     locks/blob-*.lock     one writer per blob
 
 A blob is written once, verified while it streams in (its size and digest, counted
-and hashed by ``Digester``) into a temp file that is fsynced and renamed into place:
-a reader never sees a partial or a wrong blob, and a wrong one leaves nothing.
+and hashed by ``Digester``) into a temp file renamed into place, durably
+(``fsutil.AtomicFile``): a reader never sees a partial or a wrong blob, and a wrong
+one leaves nothing.
 Concurrent writers of one blob take its lock; the second finds the work done. A temp
 file a killed writer left is removed by the next writer of that blob, or by prune.
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-from hostjob import faults
+from hostjob import faults, fsutil
 from hostjob.errors import DigestMismatch, ImageError, ImageNotFound
 from hostjob.images import root as storedir
 from hostjob.spec import image as spec
@@ -210,7 +211,7 @@ class ContentStore:
             return False
         self.root.ensure()
         folder = os.path.dirname(path)
-        storedir.make_dirs(folder)
+        fsutil.ensure_dir(folder)
         algorithm, encoded = split_digest(digest)
 
         def arrived(count: int) -> None:
@@ -223,30 +224,17 @@ class ContentStore:
             if os.path.exists(path):
                 return False
             # Under the blob's lock no other writer of it runs: a temp file of this
-            # digest is what a killed pull left (SPEC §9), removed before we start.
-            prefix = f".tmp-{encoded}-"
-            storedir.remove_stale(folder, prefix)
-            fd, tmp = storedir.temp_file(folder, prefix)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    writer = Digester(f, algorithm, limit=size, on_bytes=arrived)
-                    fill(writer)
-                    if size is not None and writer.count != size:
-                        raise DigestMismatch(
-                            f"blob {digest} is {writer.count} bytes, its descriptor says {size}"
-                        )
-                    if writer.digest() != digest:
-                        raise DigestMismatch(f"blob digest is {writer.digest()}, expected {digest}")
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.chmod(tmp, 0o644)
-                os.rename(tmp, path)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except FileNotFoundError:
-                    pass
-                raise
+            # blob is what a killed pull left (SPEC §9), removed before we start.
+            storedir.remove_stale(folder, f".{encoded}.tmp-")
+            with fsutil.AtomicFile(path, durable=True) as f:
+                writer = Digester(f, algorithm, limit=size, on_bytes=arrived)
+                fill(writer)
+                if size is not None and writer.count != size:
+                    raise DigestMismatch(
+                        f"blob {digest} is {writer.count} bytes, its descriptor says {size}"
+                    )
+                if writer.digest() != digest:
+                    raise DigestMismatch(f"blob digest is {writer.digest()}, expected {digest}")
         return True
 
     def digests(self) -> Iterator[str]:

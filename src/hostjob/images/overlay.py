@@ -246,9 +246,9 @@ class ContainerRootfs:
             raise MountError(f"{self.target} is already a mount point")
         if os.path.exists(self.rw_dir):
             _rmtree(self.rw_dir)
-        from hostjob.images.root import make_dirs
+        from hostjob import fsutil
 
-        make_dirs(os.path.dirname(self.rw_dir), 0o700)  # rw/: root's, whatever the umask
+        fsutil.ensure_dir(os.path.dirname(self.rw_dir), 0o700)  # rw/: root's, whatever the umask
         os.mkdir(self.rw_dir, 0o700)
         os.mkdir(self.upper, 0o755)
         os.mkdir(self.work, 0o700)

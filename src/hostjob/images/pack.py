@@ -25,12 +25,13 @@ import os
 import stat
 import tarfile
 import tempfile
-import time
 
+from hostjob import fsutil
 from hostjob.errors import ImageError, InvalidArgument, ReferenceError
 from hostjob.images import reference as refs
 from hostjob.images.content import Digester
 from hostjob.spec import image as spec
+from hostjob.units import rfc3339
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,10 +51,6 @@ def source_date_epoch() -> int:
         return max(0, int(value)) if value else 0
     except ValueError:
         raise InvalidArgument(f"SOURCE_DATE_EPOCH={value!r} is not an integer") from None
-
-
-def _rfc3339(epoch: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 class _Entry:
@@ -371,7 +368,7 @@ class _Layout:
         os.makedirs(os.path.join(path, "blobs", "sha256"), exist_ok=True)
         layout_file = os.path.join(path, "oci-layout")
         if not os.path.exists(layout_file):
-            _atomic_write(
+            fsutil.write_atomic(
                 layout_file, spec.canonical_json({"imageLayoutVersion": spec.IMAGE_LAYOUT_VERSION})
             )
 
@@ -385,7 +382,7 @@ class _Layout:
     def add_bytes(self, data: bytes) -> str:
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         if not self.has(digest):
-            _atomic_write(self.blob_path(digest), data)
+            fsutil.write_atomic(self.blob_path(digest), data)
         return digest
 
     def add_file(self, tmp: str, digest: str) -> None:
@@ -419,7 +416,7 @@ class _Layout:
             )
         )
         index_json = {"schemaVersion": 2, "mediaType": spec.OCI_INDEX, "manifests": manifests}
-        _atomic_write(index_path, spec.canonical_json(index_json))
+        fsutil.write_atomic(index_path, spec.canonical_json(index_json))
 
 
 def pack(
@@ -449,7 +446,7 @@ def pack(
     if target.transport not in ("oci", "oci-archive") or target.digest or target.path is None:
         raise ReferenceError(f"pack writes to oci:DIR[:TAG] or oci-archive:FILE[:TAG], not {to!r}")
     epoch = source_date_epoch() if mtime is None else mtime
-    created = _rfc3339(epoch)
+    created = rfc3339(epoch)
     for item in env or []:
         if "=" not in item or item.startswith("="):
             raise InvalidArgument(f"--env {item!r}: expected NAME=VALUE")
@@ -536,8 +533,6 @@ def pack(
         if base_image is not None:
             base_image.close()
         if workdir_tmp is not None:
-            from hostjob import fsutil
-
             fsutil.remove_tree(workdir_tmp, ignore_errors=True)
     return {
         "reference": str(target),
@@ -615,20 +610,6 @@ def _build_config(
     ]
     config["created"] = created
     return config
-
-
-def _atomic_write(path: str, data: bytes) -> None:
-    folder = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _write_archive(layout_dir: str, dest: str, epoch: int) -> None:

@@ -17,10 +17,8 @@ file or open a device node of any layer. Below the root, modes are the images' o
 
 from __future__ import annotations
 
-import fcntl
 import os
 import stat
-import time
 
 from hostjob import fsutil, jsonio
 from hostjob.errors import PermissionDenied
@@ -28,6 +26,8 @@ from hostjob.errors import PermissionDenied
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from hostjob.fsutil import FileLock
 
 DEFAULT_ROOT = "/var/lib/hostjob"
 STORE_ENV = "HOSTJOB_STORE"
@@ -76,86 +76,22 @@ class StoreRoot:
     def ensure(self) -> None:
         """Make the root (0700) and its subdirectories, as a writer needs them."""
         if not self._checked:
-            make_dirs(self.path, 0o700)
+            fsutil.ensure_dir(self.path, 0o700)
             self.check()
         for sub in SUBDIRS:
-            make_dirs(self.join(sub), 0o700)
+            fsutil.ensure_dir(self.join(sub), 0o700)
 
-    def lock(self, name: str, shared: bool = False) -> Lock:
-        """An ``flock`` on the file ``name`` below the root (made if missing)."""
-        return Lock(self.join(name), shared)
-
-
-class Lock:
-    """An ``flock`` on a file, as a context manager."""
-
-    __slots__ = ("fd", "mode", "path")
-
-    def __init__(self, path: str, shared: bool = False) -> None:
-        self.path = path
-        self.mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-        self.fd = -1
-
-    def __enter__(self) -> Lock:
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        fcntl.flock(self.fd, self.mode)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        os.close(self.fd)  # closing the fd releases the lock
-        self.fd = -1
-
-
-def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def make_dirs(path: str, mode: int = 0o755) -> None:
-    """``os.makedirs`` whose every new directory gets exactly ``mode`` (parents 0o755),
-    whatever the umask: makedirs gives parents ``0o777 & ~umask``, world-writable
-    under a umask of 0, and the store's tree must never be."""
-    if os.path.isdir(path):
-        return
-    parent = os.path.dirname(path)
-    if parent and parent != path:
-        make_dirs(parent)
-    try:
-        os.mkdir(path, mode)
-    except FileExistsError:
-        return
-    os.chmod(path, mode)
-
-
-def temp_file(folder: str, prefix: str) -> tuple[int, str]:
-    """A new file (O_EXCL, 0600) named ``prefix`` + a random suffix: tempfile.mkstemp,
-    without what importing tempfile costs (shutil, random, weakref: ~3 ms)."""
-    for _ in range(100):
-        path = os.path.join(folder, f"{prefix}{os.urandom(6).hex()}")
-        try:
-            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            return os.open(path, flags, 0o600), path
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"no free temporary name in {folder}")
+    def lock(self, name: str, shared: bool = False) -> FileLock:
+        """Take an ``flock`` on the file ``name`` below the root (made if missing); it is
+        held until the returned lock is released (``with``)."""
+        return fsutil.lock_file(self.join(name), shared=shared)
 
 
 def write_json(path: str, data: object) -> None:
-    """Replace ``path`` by ``data`` as indented, key-sorted JSON: temp file, fsync, rename."""
-    folder, base = os.path.split(path)
-    fd, tmp = temp_file(folder, f".{base}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(jsonio.dumps(_sorted_keys(data), 1).encode() + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    """Replace ``path`` by ``data`` as indented, key-sorted JSON (stable, diffable store
+    files), durably: the store's metadata is what nothing else records."""
+    text = jsonio.dumps(_sorted_keys(data), 1) + "\n"
+    fsutil.write_atomic(path, text.encode(), durable=True)
 
 
 def read_json(path: str) -> Any:
@@ -182,7 +118,8 @@ def listdir(path: str) -> list[str]:
 
 
 def remove_stale(folder: str, prefix: str) -> None:
-    """Remove the entries of ``folder`` named ``prefix*`` (temps of a killed writer)."""
+    """Remove the entries of ``folder`` named ``prefix*`` (temps of a killed writer;
+    their owner's lock is held, so none of them is being written)."""
     for entry in listdir(folder):
         if entry.startswith(prefix):
             fsutil.remove_tree(os.path.join(folder, entry))

@@ -45,14 +45,16 @@ from hostjob.images import progress as events
 from hostjob.images import reference as refs
 from hostjob.images import root as storedir
 from hostjob.images.content import ContentStore, Digester, split_digest
-from hostjob.images.root import StoreRoot, make_dirs
+from hostjob.images.root import StoreRoot
 from hostjob.spec import image as spec
+from hostjob.units import rfc3339
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from typing import Any
 
+    from hostjob.fsutil import FileLock
     from hostjob.images.progress import Progress
     from hostjob.images.sources import Source
 
@@ -134,7 +136,7 @@ class Store:
     def has_blob(self, digest: str) -> bool:
         return self.content.has(digest)
 
-    def gc_shared(self) -> storedir.Lock:
+    def gc_shared(self) -> FileLock:
         """Hold while using store content that is not named yet; prune waits for it."""
         self.top.ensure()
         return self.top.lock("gc.lock", shared=True)
@@ -177,7 +179,7 @@ class Store:
         if self.has_layer(diff_id):
             return False
         self.top.ensure()
-        make_dirs(os.path.dirname(dest))
+        fsutil.ensure_dir(os.path.dirname(dest))
         algorithm, encoded = split_digest(diff_id)
         with self.top.lock(f"locks/layer-{algorithm}-{encoded}.lock"):
             if self.has_layer(diff_id):
@@ -189,7 +191,7 @@ class Store:
 
             def write_meta(tmp: str, stats: unpack.LayerStats) -> None:
                 meta = stats.to_json()
-                meta["unpacked"] = storedir.now()
+                meta["unpacked"] = rfc3339()
                 storedir.write_json(os.path.join(tmp, "layer.json"), meta)
 
             try:
@@ -238,7 +240,7 @@ class Store:
         name = _canonical_name(name)
         if not self.has_blob(manifest_digest):
             raise ImageNotFound(f"manifest {manifest_digest} is not in the store")
-        record = {"manifest": manifest_digest, "tagged": storedir.now(), **extra}
+        record = {"manifest": manifest_digest, "tagged": rfc3339(), **extra}
 
         def change(images: dict[str, dict[str, Any]]) -> None:
             images[name] = record
@@ -409,7 +411,7 @@ class Store:
             "manifest": resolved.manifest_digest,
             "config": resolved.config_digest,
             "layers": resolved.diff_ids,
-            "registered": storedir.now(),
+            "registered": rfc3339(),
         }
         with self.gc_shared():
             storedir.write_json(self._path("containers", f"{container_id}.json"), record)
@@ -555,7 +557,7 @@ class Store:
                     path = os.path.join(folder, entry)
                     freed["bytes"] += _tree_size(path)
                     fsutil.remove_tree(path)
-                    if not entry.startswith(".tmp-"):
+                    if not entry.startswith("."):  # a killed writer's temp: no blob
                         freed["blobs"] += 1
             for algorithm in storedir.listdir(self._path("layers")):
                 folder = self._path("layers", algorithm)
@@ -565,7 +567,7 @@ class Store:
                     path = os.path.join(folder, entry)
                     freed["bytes"] += _tree_size(path)
                     fsutil.remove_tree(path)
-                    if not entry.startswith(".tmp-"):
+                    if not entry.startswith("."):  # a killed unpack's temp: no layer
                         freed["layers"] += 1
             for entry in storedir.listdir(self._path("locks")):
                 fsutil.remove_tree(self._path("locks", entry))

@@ -145,8 +145,8 @@ def test_ingest_clears_what_a_killed_writer_left(content: ContentStore) -> None:
     digest = digest_of(b"blob")
     folder = Path(content.root.join("blobs", "sha256"))
     folder.mkdir(parents=True)
-    (folder / f".tmp-{digest[7:]}-dead").write_bytes(b"bl")
-    other = folder / ".tmp-otherblob-alive"
+    (folder / f".{digest[7:]}.tmp-dead").write_bytes(b"bl")
+    other = folder / ".otherblob.tmp-alive"
     other.write_bytes(b"x")
     content.ingest(digest, 4, lambda w: w.write(b"blob"))
     assert temps(content) == [other.name], "only this blob's own leftovers go"
