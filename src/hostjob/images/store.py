@@ -44,7 +44,9 @@ from hostjob.errors import (
 from hostjob.images import progress as events
 from hostjob.images import reference as refs
 from hostjob.images import root as storedir
-from hostjob.images.content import ContentStore, Digester, split_digest
+from hostjob.images.content import ContentStore, Digester
+from hostjob.images.layers import LayerCache
+from hostjob.images.names import NameIndex, NameRecord
 from hostjob.images.root import StoreRoot
 from hostjob.spec import image as spec
 from hostjob.units import rfc3339
@@ -58,7 +60,6 @@ if TYPE_CHECKING:
     from hostjob.images.progress import Progress
     from hostjob.images.sources import Source
 
-IMAGES_VERSION = 1
 PULL_WORKERS = 3
 
 
@@ -107,12 +108,14 @@ class ResolvedImage:
 class Store:
     """The image store. Every verb returns plain JSON-able data for the CLI."""
 
-    __slots__ = ("content", "root", "top")
+    __slots__ = ("content", "layers", "names", "root", "top")
 
     def __init__(self, root: str | None = None) -> None:
         self.top = StoreRoot(root)
         self.root = self.top.path
         self.content = ContentStore(self.top)
+        self.layers = LayerCache(self.top, self.content)
+        self.names = NameIndex(self.top, self.content)
 
     # --- paths ------------------------------------------------------------------------
 
@@ -124,14 +127,13 @@ class Store:
 
     def layer_path(self, diff_id: str) -> str:
         """``layers/<alg>/<hex>``; the tree is its ``diff`` subdirectory."""
-        algorithm, encoded = split_digest(diff_id)
-        return self._path("layers", algorithm, encoded)
+        return self.layers.path(diff_id)
 
     def layer_dir(self, diff_id: str) -> str:
-        return os.path.join(self.layer_path(diff_id), "diff")
+        return self.layers.dir(diff_id)
 
     def has_layer(self, diff_id: str) -> bool:
-        return os.path.exists(os.path.join(self.layer_path(diff_id), "layer.json"))
+        return self.layers.has(diff_id)
 
     def has_blob(self, digest: str) -> bool:
         return self.content.has(digest)
@@ -160,7 +162,7 @@ class Store:
     ) -> bool:
         return self.content.ingest(digest, size, fill, on_bytes)
 
-    # --- layers -----------------------------------------------------------------------
+    # --- layers ---------------------------------------------------------------------
 
     def ensure_layer(
         self,
@@ -169,119 +171,15 @@ class Store:
         size: int | None = None,
         on_bytes: Callable[[int], None] | None = None,
     ) -> bool:
-        """Unpack blob ``blob_digest`` as layer ``diff_id`` unless it is there already.
-
-        Returns True when this call unpacked it.
-        """
-        from hostjob.images import unpack
-
-        dest = self.layer_path(diff_id)
-        if self.has_layer(diff_id):
-            return False
-        self.top.ensure()
-        fsutil.ensure_dir(os.path.dirname(dest))
-        algorithm, encoded = split_digest(diff_id)
-        with self.top.lock(f"locks/layer-{algorithm}-{encoded}.lock"):
-            if self.has_layer(diff_id):
-                return False
-            if os.path.lexists(dest):  # a leftover without layer.json: not a layer
-                fsutil.remove_tree(dest)
-            # A killed unpack's temp dir (``unpack_to`` names it after the layer).
-            storedir.remove_stale(os.path.dirname(dest), f".tmp-{encoded}-")
-
-            def write_meta(tmp: str, stats: unpack.LayerStats) -> None:
-                meta = stats.to_json()
-                meta["unpacked"] = rfc3339()
-                storedir.write_json(os.path.join(tmp, "layer.json"), meta)
-
-            try:
-                blob = open(self.blob_path(blob_digest), "rb")  # noqa: SIM115
-            except FileNotFoundError:
-                raise ImageNotFound(f"layer blob {blob_digest} is not in the store") from None
-            with blob:
-                unpack.unpack_to(
-                    blob,
-                    dest,
-                    digest=blob_digest,
-                    size=size,
-                    diff_id=diff_id,
-                    on_bytes=on_bytes,
-                    write_meta=write_meta,
-                )
-        return True
+        """Unpack blob ``blob_digest`` as layer ``diff_id`` unless it is there already."""
+        return self.layers.ensure(diff_id, blob_digest, size, on_bytes)
 
     # --- names ------------------------------------------------------------------------
-
-    def _images(self) -> dict[str, dict[str, Any]]:
-        self.top.check()
-        try:
-            with open(self._path("images.json"), "rb") as f:
-                data = jsonio.loads(f.read())
-        except FileNotFoundError:
-            return {}
-        except ValueError as err:
-            raise ImageError(f"{self._path('images.json')} is corrupt: {err}") from None
-        images = data.get("images") if type(data) is dict else None
-        if type(images) is not dict:
-            raise ImageError(f"{self._path('images.json')} is corrupt: no 'images' object")
-        return images
-
-    def _update_images(self, change: Callable[[dict[str, dict[str, Any]]], None]) -> None:
-        self.top.ensure()
-        with self.top.lock("images.lock"):
-            images = self._images()
-            change(images)
-            storedir.write_json(
-                self._path("images.json"), {"version": IMAGES_VERSION, "images": images}
-            )
-
-    def tag(self, name: str, manifest_digest: str, **extra: Any) -> str:
-        """Point ``name`` (normalized) at a stored manifest."""
-        name = _canonical_name(name)
-        if not self.has_blob(manifest_digest):
-            raise ImageNotFound(f"manifest {manifest_digest} is not in the store")
-        record = {"manifest": manifest_digest, "tagged": rfc3339(), **extra}
-
-        def change(images: dict[str, dict[str, Any]]) -> None:
-            images[name] = record
-
-        self._update_images(change)
-        return name
 
     def lookup(self, name: str) -> tuple[list[str], str]:
         """``(names, manifest digest)`` of a stored image, read from the names alone (a
         broken image is found too); ``ImageNotFound`` when there is none."""
-        return self._lookup(name)
-
-    def _lookup(self, name: str) -> tuple[list[str], str]:
-        """``(names, manifest digest)`` for a name, a digest or an image-ID prefix."""
-        images = self._images()
-        if name in images:
-            return [name], images[name]["manifest"]
-        try:
-            canonical = _canonical_name(name)
-        except ReferenceError:
-            canonical = None
-        if canonical and canonical in images:
-            return [canonical], images[canonical]["manifest"]
-        if canonical and "@" in canonical:
-            digest = canonical.rpartition("@")[2]
-            names = [n for n, r in images.items() if r["manifest"] == digest]
-            if names or self.has_blob(digest):
-                return names, digest
-        key = name.removeprefix("sha256:")
-        if len(key) >= 4 and all(c in "0123456789abcdef" for c in key):
-            found: dict[str, list[str]] = {}
-            for n, record in images.items():
-                ids = (record["manifest"], record.get("config", ""))
-                if any(d.removeprefix("sha256:").startswith(key) for d in ids):
-                    found.setdefault(record["manifest"], []).append(n)
-            if len(found) == 1:
-                digest, names = next(iter(found.items()))
-                return sorted(names), digest
-            if len(found) > 1:
-                raise InvalidArgument(f"image ID prefix {name!r} is ambiguous")
-        raise ImageNotFound(f"no such image: {name}")
+        return self.names.lookup(name)
 
     # --- reading images ---------------------------------------------------------------
 
@@ -298,7 +196,7 @@ class Store:
         Layers whose directory is missing (removed by hand) are unpacked again from
         their blobs when ``unpack_missing``.
         """
-        names, digest = self._lookup(name)
+        names, digest = self.names.lookup(name)
         manifest = self.manifest(digest)
         if manifest.config is None or manifest.config.digest is None:
             raise ImageError(f"manifest {digest} has no config")
@@ -351,10 +249,10 @@ class Store:
     def images(self) -> list[dict[str, Any]]:
         """One row per name: name, id, digest, created, size, platform."""
         rows = []
-        for name, record in sorted(self._images().items()):
-            row = {"name": name, "digest": record["manifest"], "tagged": record.get("tagged")}
+        for name, record in sorted(self.names.records().items()):
+            row: dict[str, Any] = {"name": name, "digest": record.manifest, "tagged": record.tagged}
             try:
-                manifest = self.manifest(record["manifest"])
+                manifest = self.manifest(record.manifest)
                 assert manifest.config is not None and manifest.config.digest is not None
                 config = self.config(manifest.config.digest)
                 row["id"] = manifest.config.digest
@@ -369,7 +267,7 @@ class Store:
 
     def inspect(self, name: str) -> dict[str, Any]:
         """Everything about one image: names, digests, manifest, config, layer dirs."""
-        names, digest = self._lookup(name)
+        names, digest = self.names.lookup(name)
         manifest = self.manifest(digest)
         assert manifest.config is not None and manifest.config.digest is not None
         config = self.config(manifest.config.digest)
@@ -385,12 +283,12 @@ class Store:
                     "path": self.layer_dir(diff_id) if self.has_layer(diff_id) else None,
                 }
             )
-        records = self._images()
+        records = self.names.records()
         return {
             "names": names,
             "id": manifest.config.digest,
             "digest": digest,
-            "index": next((records[n].get("index") for n in names if n in records), None),
+            "index": next((records[n].index for n in names if n in records), None),
             "platform": _platform_of(config),
             "created": config.created,
             "size": sum(layer.size or 0 for layer in manifest.layers or []),
@@ -497,7 +395,7 @@ class Store:
 
         An image a registered container uses is refused unless ``force``.
         """
-        names, digest = self._lookup(name)
+        names, digest = self.names.lookup(name)
         if not force:
             users = [c for c, rec in self.containers().items() if rec.get("manifest") == digest]
             if users:
@@ -505,12 +403,7 @@ class Store:
                     f"image {name} is in use by container(s) {', '.join(sorted(users))}"
                 )
         to_remove = set(names)
-
-        def change(images: dict[str, dict[str, Any]]) -> None:
-            for n in to_remove:
-                images.pop(n, None)
-
-        self._update_images(change)
+        self.names.untag(to_remove)
         freed = self.prune()
         return {"untagged": sorted(to_remove), "deleted": digest, **freed}
 
@@ -524,7 +417,9 @@ class Store:
         with self.top.lock("gc.lock"):
             keep_blobs: set[str] = set()
             keep_layers: set[str] = set()
-            roots = [(r["manifest"], r.get("index")) for r in self._images().values()]
+            roots: list[tuple[str, str | None]] = [
+                (r.manifest, r.index) for r in self.names.records().values()
+            ]
             for record in self.containers().values():
                 roots.append((record.get("manifest", ""), None))
                 keep_layers.update(d for d in record.get("layers") or [] if spec.is_digest(d))
@@ -680,13 +575,16 @@ class Store:
             if config.os and config.os != "linux":
                 raise ImageError(f"image is for {config.os}, not linux")
             self._fetch_layers(source, layers, diff_ids, emit, counts)
-            image_name = name or _default_name(ref, source)
-            self.tag(
-                image_name,
-                digest,
-                index=index_digest,
-                config=config_desc.digest,
-                source=str(ref),
+            image_name = _canonical_name(name or _default_name(ref, source))
+            self.names.tag(
+                NameRecord(
+                    image_name,
+                    digest,
+                    config=config_desc.digest,
+                    index=index_digest,
+                    source=str(ref),
+                    tagged=rfc3339(),
+                )
             )
         emit(events.Event(events.DONE, _canonical_name(image_name)))
         row = next(r for r in self.images() if r["name"] == _canonical_name(image_name))
