@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from hostjob.cli.args import Args
+    from hostjob.images.gc import Freed
+    from hostjob.images.resolve import ImageDetails, ImageSummary
     from hostjob.images.store import Store
 
 STORE_OPTION = Option(
@@ -123,10 +125,47 @@ def to_json(value: Any) -> str:
     return jsonio.dumps(value, 2)
 
 
-def freed(result: dict[str, Any]) -> str:
+def freed(result: Freed) -> str:
     """``freed 12.3 MB (3 blobs, 2 layers)`` for a prune/rmi result."""
-    blobs, layers = result.get("blobs", 0), result.get("layers", 0)
+    blobs, layers = result.blobs, result.layers
     return (
-        f"freed {human_size(result.get('bytes', 0))}"
+        f"freed {human_size(result.bytes)}"
         f" ({blobs} blob{'s' if blobs != 1 else ''}, {layers} layer{'s' if layers != 1 else ''})"
     )
+
+
+def summary_json(row: ImageSummary) -> dict[str, Any]:
+    """One image name as ``images --format json`` prints it (sizes in bytes)."""
+    out: dict[str, Any] = {"name": row.name, "digest": row.digest, "tagged": row.tagged}
+    if row.error is not None:
+        out["error"] = row.error
+        return out
+    out.update(
+        id=row.id, created=row.created, platform=row.platform, size=row.size, layers=row.layers
+    )
+    return out
+
+
+def details_json(image: ImageDetails) -> dict[str, Any]:
+    """Everything about one image as ``inspect`` prints it."""
+    return {
+        "names": image.names,
+        "id": image.id,
+        "digest": image.digest,
+        "index": image.index,
+        "platform": image.platform,
+        "created": image.created,
+        "size": image.size,
+        "manifest": image.manifest.to_json(),
+        "config": image.config.to_json(),
+        "layers": [
+            {
+                "digest": layer.digest,
+                "mediaType": layer.media_type,
+                "size": layer.size,
+                "diffID": layer.diff_id,
+                "path": layer.path,
+            }
+            for layer in image.layers
+        ],
+    }

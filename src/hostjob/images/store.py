@@ -31,9 +31,7 @@ verified blob.
 from __future__ import annotations
 
 import os
-import stat
 
-from hostjob import fsutil, jsonio
 from hostjob.errors import (
     DigestMismatch,
     ImageError,
@@ -43,10 +41,17 @@ from hostjob.errors import (
 )
 from hostjob.images import progress as events
 from hostjob.images import reference as refs
-from hostjob.images import root as storedir
 from hostjob.images.content import ContentStore, Digester
+from hostjob.images.gc import Collector, ContainerRef, Freed, Removed, check_container_id
 from hostjob.images.layers import LayerCache
 from hostjob.images.names import NameIndex, NameRecord
+from hostjob.images.resolve import (
+    ImageDetails,
+    ImageSummary,
+    ResolvedImage,
+    Resolver,
+    diff_ids,
+)
 from hostjob.images.root import StoreRoot
 from hostjob.spec import image as spec
 from hostjob.units import rfc3339
@@ -63,52 +68,10 @@ if TYPE_CHECKING:
 PULL_WORKERS = 3
 
 
-class ResolvedImage:
-    """An image ready for a container: its config and its layer dirs, bottom first."""
-
-    __slots__ = (
-        "config",
-        "config_digest",
-        "diff_ids",
-        "layer_dirs",
-        "manifest",
-        "manifest_digest",
-        "name",
-    )
-
-    def __init__(
-        self,
-        name: str,
-        manifest_digest: str,
-        manifest: spec.Manifest,
-        config_digest: str,
-        config: spec.ImageConfig,
-        diff_ids: list[str],
-        layer_dirs: list[str],
-    ) -> None:
-        self.name = name
-        self.manifest_digest = manifest_digest
-        self.manifest = manifest
-        self.config_digest = config_digest
-        self.config = config
-        self.diff_ids = diff_ids
-        self.layer_dirs = layer_dirs
-
-    @property
-    def id(self) -> str:
-        """The image ID, Docker's way: the config digest."""
-        return self.config_digest
-
-    def __repr__(self) -> str:
-        return (
-            f"ResolvedImage({self.name!r}, {self.manifest_digest!r}, {len(self.layer_dirs)} layers)"
-        )
-
-
 class Store:
     """The image store. Every verb returns plain JSON-able data for the CLI."""
 
-    __slots__ = ("content", "layers", "names", "root", "top")
+    __slots__ = ("content", "gc", "layers", "names", "resolver", "root", "top")
 
     def __init__(self, root: str | None = None) -> None:
         self.top = StoreRoot(root)
@@ -116,6 +79,8 @@ class Store:
         self.content = ContentStore(self.top)
         self.layers = LayerCache(self.top, self.content)
         self.names = NameIndex(self.top, self.content)
+        self.gc = Collector(self.top, self.content, self.layers, self.names)
+        self.resolver = Resolver(self.content, self.layers, self.names, self.gc)
 
     # --- paths ------------------------------------------------------------------------
 
@@ -140,8 +105,7 @@ class Store:
 
     def gc_shared(self) -> FileLock:
         """Hold while using store content that is not named yet; prune waits for it."""
-        self.top.ensure()
-        return self.top.lock("gc.lock", shared=True)
+        return self.gc.lease()
 
     # --- blobs ------------------------------------------------------------------------
 
@@ -191,35 +155,9 @@ class Store:
         return spec.decode_blob(spec.ImageConfig, self.read_blob(digest), f"config {digest}")
 
     def resolve(self, name: str, unpack_missing: bool = True) -> ResolvedImage:
-        """The image's manifest, config and layer dirs (bottom first), for a container.
-
-        Layers whose directory is missing (removed by hand) are unpacked again from
-        their blobs when ``unpack_missing``.
-        """
-        names, digest = self.names.lookup(name)
-        manifest = self.manifest(digest)
-        if manifest.config is None or manifest.config.digest is None:
-            raise ImageError(f"manifest {digest} has no config")
-        config = self.config(manifest.config.digest)
-        diff_ids = _diff_ids(config, manifest, digest)
-        dirs = []
-        with self.gc_shared():
-            for layer, diff_id in zip(manifest.layers or [], diff_ids, strict=True):
-                if not self.has_layer(diff_id):
-                    if not unpack_missing:
-                        raise ImageError(f"layer {diff_id} of {name} is not unpacked")
-                    assert layer.digest is not None
-                    self.ensure_layer(diff_id, layer.digest, layer.size)
-                dirs.append(self.layer_dir(diff_id))
-        return ResolvedImage(
-            names[0] if names else digest,
-            digest,
-            manifest,
-            manifest.config.digest,
-            config,
-            diff_ids,
-            dirs,
-        )
+        """The image's manifest, config and layer dirs (bottom first), for a container;
+        missing layer dirs are unpacked again from their blobs if ``unpack_missing``."""
+        return self.resolver.resolve(name, unpack_missing)
 
     def get(
         self, ref: str, *, pull: str = "missing", progress: Progress | None = None, **kw: Any
@@ -246,100 +184,41 @@ class Store:
         info = self.pull(ref, progress=progress, **kw)
         return self.resolve(info["name"])
 
-    def images(self) -> list[dict[str, Any]]:
-        """One row per name: name, id, digest, created, size, platform."""
-        rows = []
-        for name, record in sorted(self.names.records().items()):
-            row: dict[str, Any] = {"name": name, "digest": record.manifest, "tagged": record.tagged}
-            try:
-                manifest = self.manifest(record.manifest)
-                assert manifest.config is not None and manifest.config.digest is not None
-                config = self.config(manifest.config.digest)
-                row["id"] = manifest.config.digest
-                row["created"] = config.created
-                row["platform"] = _platform_of(config)
-                row["size"] = sum(layer.size or 0 for layer in manifest.layers or [])
-                row["layers"] = len(manifest.layers or [])
-            except ImageError as err:
-                row["error"] = str(err)
-            rows.append(row)
-        return rows
+    def images(self) -> list[ImageSummary]:
+        """One per name, sorted: name, ID, digest, created, size, platform."""
+        return self.resolver.summaries()
 
-    def inspect(self, name: str) -> dict[str, Any]:
-        """Everything about one image: names, digests, manifest, config, layer dirs."""
-        names, digest = self.names.lookup(name)
-        manifest = self.manifest(digest)
-        assert manifest.config is not None and manifest.config.digest is not None
-        config = self.config(manifest.config.digest)
-        diff_ids = _diff_ids(config, manifest, digest)
-        layers = []
-        for layer, diff_id in zip(manifest.layers or [], diff_ids, strict=True):
-            layers.append(
-                {
-                    "digest": layer.digest,
-                    "mediaType": layer.media_type,
-                    "size": layer.size,
-                    "diffID": diff_id,
-                    "path": self.layer_dir(diff_id) if self.has_layer(diff_id) else None,
-                }
-            )
-        records = self.names.records()
-        return {
-            "names": names,
-            "id": manifest.config.digest,
-            "digest": digest,
-            "index": next((records[n].index for n in names if n in records), None),
-            "platform": _platform_of(config),
-            "created": config.created,
-            "size": sum(layer.size or 0 for layer in manifest.layers or []),
-            "manifest": manifest.to_json(),
-            "config": config.to_json(),
-            "layers": layers,
-        }
+    def inspect(self, name: str) -> ImageDetails:
+        """Everything about one image: names, digests, manifest, config, layers."""
+        return self.resolver.details(name)
 
     # --- containers -------------------------------------------------------------------
 
     def register_container(self, container_id: str, image: ResolvedImage | str) -> None:
         """Record that a container uses an image's layers; prune keeps them until
         ``unregister_container``."""
-        _check_container_id(container_id)
+        check_container_id(container_id)
         resolved = image if isinstance(image, ResolvedImage) else self.resolve(image)
-        record = {
-            "image": resolved.name,
-            "manifest": resolved.manifest_digest,
-            "config": resolved.config_digest,
-            "layers": resolved.diff_ids,
-            "registered": rfc3339(),
-        }
-        with self.gc_shared():
-            storedir.write_json(self._path("containers", f"{container_id}.json"), record)
+        self.gc.register(
+            ContainerRef(
+                container_id,
+                resolved.name,
+                resolved.manifest_digest,
+                resolved.config_digest,
+                resolved.diff_ids,
+                rfc3339(),
+            )
+        )
 
     def unregister_container(self, container_id: str) -> None:
-        _check_container_id(container_id)
-        try:
-            os.unlink(self._path("containers", f"{container_id}.json"))
-        except FileNotFoundError:
-            pass
+        self.gc.unregister(container_id)
 
-    def containers(self) -> dict[str, dict[str, Any]]:
-        out = {}
-        try:
-            names = os.listdir(self._path("containers"))
-        except FileNotFoundError:
-            return {}
-        for entry in names:
-            if not entry.endswith(".json") or entry.startswith("."):
-                continue
-            try:
-                with open(self._path("containers", entry), "rb") as f:
-                    out[entry[:-5]] = jsonio.loads(f.read())
-            except (OSError, ValueError):
-                continue
-        return out
+    def containers(self) -> dict[str, ContainerRef]:
+        return self.gc.containers()
 
     def rw_dir(self, container_id: str) -> str:
         """Where a container's upper and work dirs live by default: ``rw/<id>``."""
-        _check_container_id(container_id)
+        check_container_id(container_id)
         return self._path("rw", container_id)
 
     def mount_container(
@@ -390,83 +269,14 @@ class Store:
 
     # --- removing ---------------------------------------------------------------------
 
-    def remove(self, name: str, force: bool = False) -> dict[str, Any]:
-        """``rmi``: drop the name(s), then free what nothing uses any more.
+    def remove(self, name: str, force: bool = False) -> Removed:
+        """``rmi``: drop the name(s), then free what nothing uses any more; an image a
+        registered container uses is refused unless ``force``."""
+        return self.gc.remove(name, force)
 
-        An image a registered container uses is refused unless ``force``.
-        """
-        names, digest = self.names.lookup(name)
-        if not force:
-            users = [c for c, rec in self.containers().items() if rec.get("manifest") == digest]
-            if users:
-                raise ImageError(
-                    f"image {name} is in use by container(s) {', '.join(sorted(users))}"
-                )
-        to_remove = set(names)
-        self.names.untag(to_remove)
-        freed = self.prune()
-        return {"untagged": sorted(to_remove), "deleted": digest, **freed}
-
-    def prune(self) -> dict[str, Any]:
-        """Remove every blob and layer no image name or registered container uses.
-
-        Returns ``{"bytes": freed, "blobs": n, "layers": n}``.
-        """
-        self.top.ensure()
-        freed = {"bytes": 0, "blobs": 0, "layers": 0}
-        with self.top.lock("gc.lock"):
-            keep_blobs: set[str] = set()
-            keep_layers: set[str] = set()
-            roots: list[tuple[str, str | None]] = [
-                (r.manifest, r.index) for r in self.names.records().values()
-            ]
-            for record in self.containers().values():
-                roots.append((record.get("manifest", ""), None))
-                keep_layers.update(d for d in record.get("layers") or [] if spec.is_digest(d))
-                if spec.is_digest(record.get("config") or ""):
-                    keep_blobs.add(record["config"])
-            for manifest_digest, index_digest in roots:
-                if index_digest:
-                    keep_blobs.add(index_digest)
-                if not spec.is_digest(manifest_digest or ""):
-                    continue
-                keep_blobs.add(manifest_digest)
-                try:
-                    manifest = self.manifest(manifest_digest)
-                except ImageError:
-                    continue
-                if manifest.config is not None and manifest.config.digest:
-                    keep_blobs.add(manifest.config.digest)
-                    try:
-                        rootfs = self.config(manifest.config.digest).rootfs
-                    except ImageError:
-                        rootfs = None
-                    if rootfs is not None:
-                        keep_layers.update(rootfs.diff_ids or [])
-                keep_blobs.update(layer.digest for layer in manifest.layers or [] if layer.digest)
-            for algorithm in storedir.listdir(self._path("blobs")):
-                folder = self._path("blobs", algorithm)
-                for entry in storedir.listdir(folder):
-                    if f"{algorithm}:{entry}" in keep_blobs:
-                        continue
-                    path = os.path.join(folder, entry)
-                    freed["bytes"] += _tree_size(path)
-                    fsutil.remove_tree(path)
-                    if not entry.startswith("."):  # a killed writer's temp: no blob
-                        freed["blobs"] += 1
-            for algorithm in storedir.listdir(self._path("layers")):
-                folder = self._path("layers", algorithm)
-                for entry in storedir.listdir(folder):
-                    if f"{algorithm}:{entry}" in keep_layers:
-                        continue
-                    path = os.path.join(folder, entry)
-                    freed["bytes"] += _tree_size(path)
-                    fsutil.remove_tree(path)
-                    if not entry.startswith("."):  # a killed unpack's temp: no layer
-                        freed["layers"] += 1
-            for entry in storedir.listdir(self._path("locks")):
-                fsutil.remove_tree(self._path("locks", entry))
-        return freed
+    def prune(self) -> Freed:
+        """Remove every blob and layer no image name or registered container uses."""
+        return self.gc.prune()
 
     # --- pulling ----------------------------------------------------------------------
 
@@ -571,10 +381,10 @@ class Store:
             ):
                 counts["blobs_fetched"] += 1
             config = self.config(config_desc.digest)
-            diff_ids = _diff_ids(config, manifest, digest)
+            layer_ids = diff_ids(config, manifest, digest)
             if config.os and config.os != "linux":
                 raise ImageError(f"image is for {config.os}, not linux")
-            self._fetch_layers(source, layers, diff_ids, emit, counts)
+            self._fetch_layers(source, layers, layer_ids, emit, counts)
             image_name = _canonical_name(name or _default_name(ref, source))
             self.names.tag(
                 NameRecord(
@@ -586,9 +396,19 @@ class Store:
                     tagged=rfc3339(),
                 )
             )
-        emit(events.Event(events.DONE, _canonical_name(image_name)))
-        row = next(r for r in self.images() if r["name"] == _canonical_name(image_name))
-        return {**row, **counts}
+        emit(events.Event(events.DONE, image_name))
+        row = self.resolver.summary(self.names.records()[image_name])
+        return {
+            "name": row.name,
+            "digest": row.digest,
+            "tagged": row.tagged,
+            "id": row.id,
+            "created": row.created,
+            "platform": row.platform,
+            "size": row.size,
+            "layers": row.layers,
+            **counts,
+        }
 
     def _save_metadata(self, raw: bytes, digest: str | None, size: int | None = None) -> str:
         if size is not None and len(raw) != size:
@@ -642,17 +462,6 @@ class Store:
 # --- helpers --------------------------------------------------------------------------
 
 
-def _check_container_id(container_id: str) -> None:
-    if (
-        not container_id
-        or "/" in container_id
-        or "\0" in container_id
-        or container_id in (".", "..")
-        or len(container_id) > 1024
-    ):
-        raise InvalidArgument(f"invalid container ID {container_id!r}")
-
-
 def _canonical_name(name: str) -> str:
     return refs.normalize(name)
 
@@ -670,37 +479,6 @@ def _default_name(ref: refs.Reference, source: Source) -> str:
         return refs.normalize(f"localhost/{cleaned}:{tag}")
     except ReferenceError:
         return f"localhost/{cleaned}:latest"
-
-
-def _diff_ids(config: spec.ImageConfig, manifest: spec.Manifest, digest: str) -> list[str]:
-    diff_ids = (config.rootfs.diff_ids if config.rootfs else None) or []
-    if len(diff_ids) != len(manifest.layers or []):
-        raise ImageError(
-            f"image {digest}: {len(manifest.layers or [])} layers but {len(diff_ids)} diffIDs"
-        )
-    return diff_ids
-
-
-def _platform_of(config: spec.ImageConfig) -> str:
-    out = f"{config.os or '?'}/{config.architecture or '?'}"
-    return f"{out}/{config.variant}" if config.variant else out
-
-
-def _tree_size(path: str) -> int:
-    total = 0
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return 0
-    if not stat.S_ISDIR(st.st_mode):
-        return st.st_blocks * 512
-    for dirpath, dirnames, filenames in os.walk(path):
-        for entry in dirnames + filenames:
-            try:
-                total += os.lstat(os.path.join(dirpath, entry)).st_blocks * 512
-            except FileNotFoundError:
-                pass
-    return total
 
 
 def walk_blobs(store: Store) -> Iterator[str]:

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from hostjob.config import JobConfig, ProcessConfig
-    from hostjob.images.store import ResolvedImage
+    from hostjob.images.resolve import ResolvedImage
     from hostjob.runtime.execute import ExecOptions
     from hostjob.runtime.init import Child
     from hostjob.spec import runtime as wire

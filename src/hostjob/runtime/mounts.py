@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from hostjob.config import JobConfig
-    from hostjob.images.store import ResolvedImage
+    from hostjob.images.resolve import ResolvedImage
 
 
 # The undo log: (kind, path) entries, recorded before each change and undone in

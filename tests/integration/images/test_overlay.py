@@ -106,13 +106,13 @@ def test_prune_keeps_what_containers_use(store, tmp_path):
         with pytest.raises(ImageError, match="in use by container"):
             store.remove("test/keep")
         result = store.remove("test/keep", force=True)
-        assert result["untagged"] == ["docker.io/test/keep:latest"]
-        assert result["layers"] == 0, "layers of a registered container are kept"
+        assert result.untagged == ["docker.io/test/keep:latest"]
+        assert result.freed.layers == 0, "layers of a registered container are kept"
         assert (target / "new").exists()
     finally:
         store.unmount_container("busy", str(target))
     freed = store.prune()
-    assert freed["layers"] == 2 and freed["blobs"] >= 3 and freed["bytes"] > 0
+    assert freed.layers == 2 and freed.blobs >= 3 and freed.bytes > 0
     assert os.listdir(os.path.join(store.root, "layers", "sha256")) == []
     assert store.images() == []
 

@@ -99,7 +99,7 @@ def test_multi_arch_index_picks_the_platform(store, tmp_path):
         assert arm7["platform"] == "linux/arm"
         assert host["platform"] == "linux/amd64" or os.uname().machine != "x86_64"
         assert len({host["digest"], arm["digest"], arm7["digest"]}) == 3
-        assert store.inspect("test/multi:arm")["index"] is not None
+        assert store.inspect("test/multi:arm").index is not None
         with pytest.raises(ImageError, match="no image for platform linux/s390x"):
             store.pull(f"{reg.host}/test/multi:v1", plain_http=True, platform="linux/s390x")
 

@@ -15,6 +15,7 @@ from hostjob.errors import (
     InvalidArgument,
     ReferenceError,
 )
+from hostjob.images.gc import Freed
 from hostjob.images.store import Store, walk_blobs
 from tests.fixtures.images import digest_of, write_docker_archive, write_layout
 from tests.fixtures.tars import entry, make_tar
@@ -43,12 +44,13 @@ def test_import_oci_layout_and_lookups(store, tmp_path):
     assert image.config.config.cmd == ["/bin/sh"]
     assert image.diff_ids == [digest_of(L1), digest_of(L2)]
     rows = store.images()
-    assert [r["name"] for r in rows] == ["localhost/img:v1"]
-    assert rows[0]["platform"] == "linux/amd64" and rows[0]["size"] > 0
+    assert [r.name for r in rows] == ["localhost/img:v1"]
+    assert rows[0].platform == "linux/amd64" and rows[0].size and rows[0].error is None
     details = store.inspect("localhost/img:v1")
-    assert details["layers"][0]["diffID"] == digest_of(L1)
-    assert details["layers"][1]["path"] == image.layer_dirs[1]
-    json.dumps(details)
+    assert details.layers[0].diff_id == digest_of(L1)
+    assert details.layers[1].path == image.layer_dirs[1]
+    assert details.names == ["localhost/img:v1"] and details.digest == top
+    assert details.id == info["id"] and details.index is None and details.size == rows[0].size
     with pytest.raises(ImageNotFound, match="no such image: nothing"):
         store.resolve("nothing")
 
@@ -57,19 +59,20 @@ def test_names_and_tags(store, tmp_path):
     write_layout(str(tmp_path / "img"), [L1])
     store.pull(f"oci:{tmp_path / 'img'}", name="busybox")
     store.pull(f"oci:{tmp_path / 'img'}", name="example.com/team/tool:2")
-    assert {r["name"] for r in store.images()} == {
+    assert {r.name for r in store.images()} == {
         "docker.io/library/busybox:latest",
         "example.com/team/tool:2",
     }
     assert store.resolve("busybox").name == "docker.io/library/busybox:latest"
     # Removing one name keeps the content for the other.
     result = store.remove("busybox")
-    assert result["untagged"] == ["docker.io/library/busybox:latest"] and result["layers"] == 0
+    assert result.untagged == ["docker.io/library/busybox:latest"] and result.freed.layers == 0
     store.resolve("example.com/team/tool:2")
     # Removing by ID drops every name, then the content.
-    image_id = store.images()[0]["id"]
+    image_id = store.images()[0].id
+    assert image_id is not None
     result = store.remove(image_id[7:19])
-    assert result["layers"] == 1 and result["blobs"] == 3 and result["bytes"] > 0
+    assert result.freed.layers == 1 and result.freed.blobs == 3 and result.freed.bytes > 0
     assert store.images() == [] and list(walk_blobs(store)) == []
 
 
@@ -77,7 +80,7 @@ def test_ambiguous_prefix(store, tmp_path):
     for i in range(20):
         write_layout(str(tmp_path / f"i{i}"), [make_tar([entry(f"f{i}", data=b"%d" % i)])])
         store.pull(f"oci:{tmp_path / f'i{i}'}", name=f"test/i{i}")
-    ids = [r["id"][7:] for r in store.images()]
+    ids = [(r.id or "")[7:] for r in store.images()]
     shared = next((a[:4] for a in ids for b in ids if a != b and a[:4] == b[:4]), None)
     if shared:
         with pytest.raises(InvalidArgument, match="ambiguous"):
@@ -88,14 +91,14 @@ def test_registered_containers_pin_layers(store, tmp_path):
     write_layout(str(tmp_path / "img"), [L1, L2])
     store.pull(f"oci:{tmp_path / 'img'}", name="test/pinned")
     store.register_container("job-1", "test/pinned")
-    assert store.containers()["job-1"]["layers"] == [digest_of(L1), digest_of(L2)]
+    assert store.containers()["job-1"].layers == [digest_of(L1), digest_of(L2)]
     store.remove("test/pinned", force=True)
-    assert store.prune() == {"bytes": 0, "blobs": 0, "layers": 0}
+    assert store.prune() == Freed()
     assert all(Path(store.layer_dir(d)).is_dir() for d in (digest_of(L1), digest_of(L2)))
     store.unregister_container("job-1")
     store.unregister_container("job-1")  # idempotent
     freed = store.prune()
-    assert freed["layers"] == 2 and freed["blobs"] == 4
+    assert freed.layers == 2 and freed.blobs == 4
     for bad in ("", "..", "a/b"):
         with pytest.raises(InvalidArgument):
             store.register_container(bad, "x")
@@ -110,7 +113,7 @@ def test_prune_removes_leftovers(store, tmp_path):
     junk_layer.mkdir()
     orphan = store.write_blob(b"orphan")
     freed = store.prune()
-    assert freed["blobs"] == 1 and not junk_blob.exists() and not junk_layer.exists()
+    assert freed.blobs == 1 and not junk_blob.exists() and not junk_layer.exists()
     assert not store.has_blob(orphan)
     store.resolve("test/x")
 
