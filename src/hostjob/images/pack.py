@@ -310,9 +310,9 @@ class _Base:
 
     def _from_source(self, parsed: refs.Reference) -> None:
         from hostjob.images import platforms
-        from hostjob.images.sources import open_source
+        from hostjob.images.sources import open_local
 
-        source = open_source(parsed)
+        source = open_local(parsed)
         self.source = source
         raw, media_type, _digest = source.top()
         media_type = media_type or spec.sniff_media_type(raw)
@@ -331,9 +331,9 @@ class _Base:
             self.source.copy_blob(desc, writer)
             return
         try:
-            f = open(self.store.blob_path(desc.digest), "rb")  # noqa: SIM115
-        except FileNotFoundError:
-            raise ImageError(f"base layer blob {desc.digest} is not in the store") from None
+            f = self.store.content.open(desc.digest)
+        except ImageError as err:
+            raise ImageError(f"base layer blob {desc.digest} is not in the store") from err
         with f:
             while data := f.read(CHUNK):
                 writer.write(data)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from typing import BinaryIO, Protocol
 
     from hostjob.images.reference import Reference
+    from hostjob.images.unpack import Readable
 
     class Writer(Protocol):
         def write(self, data: bytes, /) -> object: ...
@@ -160,7 +161,7 @@ def _norm(name: str) -> str:
     return out
 
 
-def _copy(src: _Slice | BinaryIO, writer: Writer) -> None:
+def _copy(src: Readable, writer: Writer) -> None:
     while True:
         data = src.read(CHUNK)
         if not data:
@@ -248,14 +249,18 @@ class LayoutSource:
         assert desc.digest is not None
         return self.files.read(_blob_rel(desc.digest))
 
-    def copy_blob(self, desc: spec.Descriptor, writer: Writer) -> None:
+    def open_blob(self, desc: spec.Descriptor) -> Readable:
+        """A reader of the blob (the caller closes it, if it has a ``close``)."""
         assert desc.digest is not None
-        with_close = self.files.open(_blob_rel(desc.digest))
+        return self.files.open(_blob_rel(desc.digest))
+
+    def copy_blob(self, desc: spec.Descriptor, writer: Writer) -> None:
+        reader = self.open_blob(desc)
         try:
-            _copy(with_close, writer)
+            _copy(reader, writer)
         finally:
-            close = getattr(with_close, "close", None)
-            if close is not None and isinstance(self.files, DirFiles):
+            close = getattr(reader, "close", None)
+            if close is not None:
                 close()
 
     def close(self) -> None:
@@ -356,11 +361,14 @@ class DockerArchiveSource:
     def manifest(self, desc: spec.Descriptor) -> bytes:
         raise ImageError("a docker archive has no image index")
 
-    def copy_blob(self, desc: spec.Descriptor, writer: Writer) -> None:
+    def open_blob(self, desc: spec.Descriptor) -> Readable:
         rel = self.paths.get(desc.digest or "")
         if rel is None:
             raise ImageError(f"{self.ref.path}: no blob {desc.digest}")
-        _copy(self.files.open(rel), writer)
+        return self.files.open(rel)
+
+    def copy_blob(self, desc: spec.Descriptor, writer: Writer) -> None:
+        _copy(self.open_blob(desc), writer)
 
     def close(self) -> None:
         self.files.close()
@@ -373,6 +381,15 @@ def _normalize_tag(tag: str) -> str | None:
         return None
 
 
+def open_local(ref: Reference) -> LayoutSource | DockerArchiveSource:
+    """The source for a local reference (``oci:``, ``oci-archive:``, ``docker-archive:``)."""
+    if ref.transport in ("oci", "oci-archive"):
+        return LayoutSource(ref)
+    if ref.transport == "docker-archive":
+        return DockerArchiveSource(ref)
+    raise ImageError(f"{ref} is not a local image reference")
+
+
 def open_source(
     ref: Reference,
     *,
@@ -383,10 +400,8 @@ def open_source(
     docker_config: str | None = None,
 ) -> Source:
     """The source for any reference (a registry client for ``docker`` ones)."""
-    if ref.transport in ("oci", "oci-archive"):
-        return LayoutSource(ref)
-    if ref.transport == "docker-archive":
-        return DockerArchiveSource(ref)
+    if not ref.is_registry:
+        return open_local(ref)
     from hostjob.images.registry import RegistrySource
 
     return RegistrySource(

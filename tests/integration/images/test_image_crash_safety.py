@@ -26,7 +26,7 @@ DRIVER = (
     "import sys\n"
     "from hostjob.images.store import Store\n"
     "info = Store(sys.argv[1]).pull(sys.argv[2], plain_http=True)\n"
-    "print(info['name'])\n"
+    "print(info.name)\n"
 )
 
 

@@ -44,7 +44,7 @@ TOP = make_tar(
 def test_whiteouts_and_opaque_dirs_through_overlay(store, tmp_path):
     write_layout(str(tmp_path / "img"), [BASE, TOP], tag="v1")
     info = store.pull(f"oci:{tmp_path / 'img'}:v1", name="test/wh:v1")
-    assert info["layers_unpacked"] == 2
+    assert info.layers_unpacked == 2
     target = tmp_path / "rootfs"
     mounted = store.mount_container("c1", "test/wh:v1", str(target))
     try:
@@ -77,8 +77,8 @@ def test_two_images_share_their_base_layer(store, tmp_path):
     write_layout(str(tmp_path / "two"), [BASE, app2])
     first = store.pull(f"oci:{tmp_path / 'one'}", name="test/one")
     second = store.pull(f"oci:{tmp_path / 'two'}", name="test/two")
-    assert first["layers_unpacked"] == 2
-    assert second["layers_unpacked"] == 1, "the shared base is unpacked once"
+    assert first.layers_unpacked == 2
+    assert second.layers_unpacked == 1, "the shared base is unpacked once"
     one, two = store.resolve("test/one"), store.resolve("test/two")
     assert one.layer_dirs[0] == two.layer_dirs[0]
     assert len(os.listdir(os.path.join(store.root, "layers", "sha256"))) == 3
@@ -164,7 +164,8 @@ def test_image_without_layers_mounts(store, tmp_path):
 _PULL = """
 import json, sys
 from hostjob.images.store import Store
-print(json.dumps(Store(sys.argv[1]).pull(sys.argv[2], name="test/race")))
+r = Store(sys.argv[1]).pull(sys.argv[2], name="test/race")
+print(json.dumps({"layers_unpacked": r.layers_unpacked, "blobs_fetched": r.blobs_fetched}))
 """
 
 
