@@ -31,8 +31,15 @@ if TYPE_CHECKING:
 
     from hostjob.images.root import StoreRoot
 
-    class Stream(Protocol):
+    class Readable(Protocol):
+        """Where bytes come from (a file, an archive member, a decompressor)."""
+
         def read(self, size: int = -1, /) -> bytes: ...
+
+    class Writer(Protocol):
+        """Where a source copies a blob's bytes (a ``Digester``, a buffer)."""
+
+        def write(self, data: bytes, /) -> object: ...
 
 
 METADATA_LIMIT = 64 << 20  # a manifest, index or config larger than this is refused

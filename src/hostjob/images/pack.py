@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any, BinaryIO
 
-    from hostjob.images.sources import Source, Writer
+    from hostjob.images.content import Writer
+    from hostjob.images.sources import Source
 
 # xattrs worth shipping with host tools (file capabilities) and user metadata.
 _KEPT_XATTR_PREFIXES = ("security.capability", "user.")

@@ -24,8 +24,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from hostjob.images.content import Readable
     from hostjob.images.progress import Progress
-    from hostjob.images.unpack import Readable
 
 
 class PushResult:

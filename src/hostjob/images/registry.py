@@ -49,9 +49,8 @@ if TYPE_CHECKING:
 
     import httpx
 
+    from hostjob.images.content import Readable, Writer
     from hostjob.images.reference import Reference
-    from hostjob.images.sources import Writer
-    from hostjob.images.unpack import Readable
 
 MANIFEST_ACCEPT = ", ".join(
     [spec.OCI_MANIFEST, spec.OCI_INDEX, spec.DOCKER_MANIFEST, spec.DOCKER_MANIFEST_LIST]

@@ -23,11 +23,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import BinaryIO, Protocol
 
+    from hostjob.images.content import Readable, Writer
     from hostjob.images.reference import Reference
-    from hostjob.images.unpack import Readable
-
-    class Writer(Protocol):
-        def write(self, data: bytes, /) -> object: ...
 
     class Source(Protocol):
         description: str

@@ -16,8 +16,6 @@ record, which the CLI renders.
 
 from __future__ import annotations
 
-import os
-
 from hostjob.errors import ImageNotFound, InvalidArgument, ReferenceError
 from hostjob.images import reference as refs
 from hostjob.images.content import ContentStore
@@ -144,57 +142,6 @@ class Store:
 
     def containers(self) -> dict[str, ContainerRef]:
         return self.gc.containers()
-
-    def rw_dir(self, container_id: str) -> str:
-        """Where a container's upper and work dirs live by default: ``rw/<id>``."""
-        check_container_id(container_id)
-        return os.path.join(self.root, "rw", container_id)
-
-    def mount_container(
-        self,
-        container_id: str,
-        image: ResolvedImage | str,
-        target: str,
-        *,
-        rw_dir: str | None = None,
-        volatile: bool = True,
-    ) -> dict[str, Any]:
-        """Register the container's use of ``image`` and mount its overlay at ``target``.
-
-        A fresh upper/work pair is made in ``rw_dir`` (default ``rw_dir(id)``).
-        Returns ``{target, upper, work, method, image, manifest}``. Undo with
-        ``unmount_container``; it is idempotent, so it also cleans up after a crash.
-        """
-        from hostjob.images.overlay import ContainerRootfs
-
-        with self.gc.lease():
-            resolved = image if isinstance(image, ResolvedImage) else self.resolve(image)
-            self.register_container(container_id, resolved)
-            rootfs = ContainerRootfs(
-                resolved.layer_dirs, rw_dir or self.rw_dir(container_id), target
-            )
-            try:
-                method = rootfs.mount(volatile=volatile)
-            except BaseException:
-                self.unregister_container(container_id)
-                raise
-        return {
-            "target": rootfs.target,
-            "upper": rootfs.upper,
-            "work": rootfs.work,
-            "method": method,
-            "image": resolved.name,
-            "manifest": resolved.manifest_digest,
-        }
-
-    def unmount_container(
-        self, container_id: str, target: str, *, rw_dir: str | None = None
-    ) -> None:
-        """Unmount the container's overlay, remove its upper/work dirs, unregister it."""
-        from hostjob.images.overlay import ContainerRootfs
-
-        ContainerRootfs([], rw_dir or self.rw_dir(container_id), target).unmount()
-        self.unregister_container(container_id)
 
     # --- removing ---------------------------------------------------------------------
 

@@ -41,10 +41,9 @@ from hostjob.images.content import Digester
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any, BinaryIO, Protocol, Self
+    from typing import Any, BinaryIO, Self
 
-    class Readable(Protocol):
-        def read(self, size: int = -1, /) -> bytes: ...
+    from hostjob.images.content import Readable
 
 
 CHUNK = 1 << 20

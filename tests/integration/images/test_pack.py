@@ -13,6 +13,7 @@ import pytest
 
 from hostjob.errors import InvalidArgument, ReferenceError
 from hostjob.images import pack
+from hostjob.images.rootfs import ImageRootfs, unmount_image
 from tests.fixtures.images import write_layout
 from tests.fixtures.registry import skopeo_copy
 from tests.fixtures.tars import entry, make_tar
@@ -126,7 +127,7 @@ def test_pack_then_import_and_run_from_the_store(tree, tmp_path, store):
     pack.pack(str(tree), f"oci:{tmp_path / 'layout'}:v1", entrypoint=["/bin/busybox"], env=["X=1"])
     store.import_archive(f"oci:{tmp_path / 'layout'}:v1", name="test/tool:v1")
     target = tmp_path / "rootfs"
-    store.mount_container("packed", "test/tool:v1", str(target))
+    ImageRootfs(store.gc, store.resolve("test/tool:v1")).mount("packed", str(target))
     try:
         out = subprocess.run(
             [str(target / "bin" / "busybox"), "echo", "from the image"],
@@ -136,7 +137,7 @@ def test_pack_then_import_and_run_from_the_store(tree, tmp_path, store):
         )
         assert out.stdout == "from the image\n"
     finally:
-        store.unmount_container("packed", str(target))
+        unmount_image(store.gc, "packed", str(target))
 
 
 def test_pack_on_a_base_image(tree, tmp_path, store):
