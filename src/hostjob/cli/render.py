@@ -1,7 +1,7 @@
 """What the image commands share: the ``--store`` option, sizes, ages, tables, JSON.
 
-Imported by the image commands only (``pull``, ``images``, ``rmi``, ``prune``,
-``import``, ``inspect``, ``pack``), never by a runtime command:
+Imported by the image commands only (``pull``, ``push``, ``images``, ``rmi``,
+``prune``, ``import``, ``inspect``, ``pack``), never by a runtime command:
 ``tests/unit/test_imports.py`` pins that.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from hostjob import jsonio
-from hostjob.cli.args import VALUE, Option
+from hostjob.cli.args import FLAG, VALUE, Option
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,6 +28,37 @@ STORE_OPTION = Option(
     "image store directory (default $HOSTJOB_STORE, else /var/lib/hostjob)",
     metavar="dir",
 )
+
+
+def registry_options(verb: str) -> tuple[Option, ...]:
+    """The registry flags of ``pull``, ``push`` and ``pack --to docker://``."""
+    return (
+        Option("creds", VALUE, "registry credentials", metavar="user:pass"),
+        Option(
+            "authfile",
+            VALUE,
+            "a docker config.json with auths (default ~/.docker/config.json)",
+            metavar="file",
+        ),
+        Option(
+            "tls-verify",
+            FLAG,
+            "verify the registry's certificate (default; =false to skip)",
+            default=True,
+        ),
+        Option("plain-http", FLAG, "talk to the registry over http://"),
+        Option("quiet,q", FLAG, f"no progress; print only the {verb}"),
+    )
+
+
+def registry_flags(args: Args) -> dict[str, Any]:
+    """The registry flags as the library's keyword arguments."""
+    return {
+        "creds": args.creds,
+        "tls_verify": args.tls_verify,
+        "plain_http": args.plain_http,
+        "docker_config": args.authfile,
+    }
 
 
 def open_store(args: Args) -> Store:

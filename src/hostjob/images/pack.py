@@ -1,4 +1,5 @@
-"""``hostjob pack DIR --to oci:OUT[:TAG]``: a one-layer image from a directory.
+"""``hostjob pack DIR --to oci:OUT[:TAG]``: a one-layer image from a directory
+(``--to docker://HOST/NAME:TAG``: packed, then pushed to a registry).
 
 The "``FROM scratch``" way to ship host tools as a job-container image. The layer is
 reproducible: entries in sorted order, every mtime the same fixed time
@@ -420,6 +421,33 @@ class _Layout:
         fsutil.write_atomic(index_path, spec.canonical_json(index_json))
 
 
+class PackResult:
+    """What ``pack`` made: the image's reference and digests, its new layer's."""
+
+    __slots__ = ("config", "diff_id", "digest", "layer_digest", "layer_size", "reference", "size")
+
+    def __init__(
+        self,
+        reference: str,
+        digest: str,
+        config: str,
+        layer: tuple[str, str, int],
+        size: int,
+    ) -> None:
+        self.reference = reference  # where it was written (or pushed)
+        self.digest = digest  # the manifest's
+        self.config = config  # the config's: the image ID
+        self.layer_digest, self.diff_id, self.layer_size = layer  # the packed layer's
+        self.size = size  # of every (compressed) layer
+
+    @property
+    def layer(self) -> tuple[str, str, int]:
+        return self.layer_digest, self.diff_id, self.layer_size
+
+    def __repr__(self) -> str:
+        return f"PackResult({self.reference!r}, {self.digest!r})"
+
+
 def pack(
     src_dir: str,
     to: str,
@@ -435,17 +463,62 @@ def pack(
     mtime: int | None = None,
     store_root: str | None = None,
     architecture: str | None = None,
-) -> dict[str, Any]:
+    push_options: dict[str, Any] | None = None,
+) -> PackResult:
     """Make an image of ``src_dir`` (one layer, on ``base`` if given) at ``to``.
 
-    ``to`` is ``oci:DIR[:TAG]`` or ``oci-archive:FILE[:TAG]``. Returns
-    ``{"reference", "digest", "config", "layer": {digest, diffID, size}, "size"}``.
+    ``to`` is ``oci:DIR[:TAG]``, ``oci-archive:FILE[:TAG]``, or
+    ``docker://HOST[:PORT]/NAME[:TAG]``: packed into a temporary layout, then pushed
+    (``hostjob.images.push.push`` with ``push_options``: creds, tls_verify,
+    plain_http, docker_config, progress).
     """
+
+    def to_layout(dest: str) -> PackResult:
+        return _pack_layout(
+            src_dir, dest, entrypoint=entrypoint, cmd=cmd, env=env, workdir=workdir,
+            labels=labels, user=user, base=base, keep_owner=keep_owner, mtime=mtime,
+            store_root=store_root, architecture=architecture,
+        )  # fmt: skip
+
+    if not to.startswith("docker://"):
+        return to_layout(to)
+    from hostjob.images import push
+
+    push.target(to)  # a bad reference fails before anything is packed
+    layout = tempfile.mkdtemp(prefix="hostjob-pack-")
+    try:
+        packed = to_layout(f"oci:{layout}:pack")
+        pushed = push.push(f"oci:{layout}:pack", to, **(push_options or {}))
+    finally:
+        fsutil.remove_tree(layout, ignore_errors=True)
+    packed.reference = pushed.reference
+    return packed
+
+
+def _pack_layout(
+    src_dir: str,
+    to: str,
+    *,
+    entrypoint: list[str] | None,
+    cmd: list[str] | None,
+    env: list[str] | None,
+    workdir: str | None,
+    labels: dict[str, str] | None,
+    user: str | None,
+    base: str | None,
+    keep_owner: bool,
+    mtime: int | None,
+    store_root: str | None,
+    architecture: str | None,
+) -> PackResult:
     from hostjob.images import platforms
 
     target = refs.parse(to)
     if target.transport not in ("oci", "oci-archive") or target.digest or target.path is None:
-        raise ReferenceError(f"pack writes to oci:DIR[:TAG] or oci-archive:FILE[:TAG], not {to!r}")
+        raise ReferenceError(
+            "pack writes to oci:DIR[:TAG], oci-archive:FILE[:TAG] or"
+            f" docker://HOST/NAME[:TAG], not {to!r}"
+        )
     epoch = source_date_epoch() if mtime is None else mtime
     created = rfc3339(epoch)
     for item in env or []:
@@ -535,13 +608,13 @@ def pack(
             base_image.close()
         if workdir_tmp is not None:
             fsutil.remove_tree(workdir_tmp, ignore_errors=True)
-    return {
-        "reference": str(target),
-        "digest": manifest_digest,
-        "config": config_digest,
-        "layer": {"digest": digest, "diffID": diff_id, "size": size},
-        "size": sum(d.size or 0 for d in layers),
-    }
+    return PackResult(
+        str(target),
+        manifest_digest,
+        config_digest,
+        (digest, diff_id, size),
+        sum(d.size or 0 for d in layers),
+    )
 
 
 def _copy_into_layout(base: _Base, desc: spec.Descriptor, layout: _Layout) -> None:
