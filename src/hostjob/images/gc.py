@@ -157,7 +157,9 @@ class Collector:
         ``unregister``."""
         path = self.ref_path(ref.id)
         with self.lease():
-            storedir.write_json(path, ref.to_json())
+            # Not durable (fsutil's rule): it describes a container, which a power cut
+            # ends as it ends the runtime's state; an fsync would cost every run IMAGE.
+            storedir.write_json(path, ref.to_json(), durable=False)
 
     def unregister(self, container_id: str) -> None:
         try:

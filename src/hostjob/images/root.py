@@ -87,11 +87,12 @@ class StoreRoot:
         return fsutil.lock_file(self.join(name), shared=shared)
 
 
-def write_json(path: str, data: object) -> None:
+def write_json(path: str, data: object, *, durable: bool = True) -> None:
     """Replace ``path`` by ``data`` as indented, key-sorted JSON (stable, diffable store
-    files), durably: the store's metadata is what nothing else records."""
+    files); durably unless told otherwise (``fsutil``'s rule: the store's names and
+    metadata are what nothing else records)."""
     text = jsonio.dumps(_sorted_keys(data), 1) + "\n"
-    fsutil.write_atomic(path, text.encode(), durable=True)
+    fsutil.write_atomic(path, text.encode(), durable=durable)
 
 
 def read_json(path: str) -> Any:
