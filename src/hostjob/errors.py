@@ -156,11 +156,6 @@ class InvalidReference(ImageError):
     pass
 
 
-# The name before issue 12 (it shadowed the builtin). Kept only while images/ is being
-# split on another branch that still imports it; removed once both have merged.
-ReferenceError = InvalidReference
-
-
 class RegistryError(ImageError):
     pass
 

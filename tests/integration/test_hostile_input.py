@@ -76,6 +76,7 @@ def test_image_references_that_try_traversal_are_refused(tmp_path: Path) -> None
     """Names go into the store's index and container records, never into paths unchecked."""
     from hostjob.errors import HostjobError
     from hostjob.images import reference as refs
+    from hostjob.images import rootfs
     from hostjob.images.store import Store
 
     store = Store(str(tmp_path / "store"))
@@ -94,7 +95,7 @@ def test_image_references_that_try_traversal_are_refused(tmp_path: Path) -> None
         with pytest.raises(HostjobError):
             store.register_container(container_id, "busybox")
         with pytest.raises(HostjobError):
-            store.rw_dir(container_id)
+            rootfs.rw_dir(store.gc, container_id)
     assert [p for p in tree(tmp_path) if not p.startswith("store")] == []
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.images import registry
 from hostjob.images.progress import KINDS
+from hostjob.images.push import push
 from hostjob.images.store import Store
 from hostjob.units import human_size
 from tests.fixtures.images import write_layout
@@ -173,9 +173,9 @@ def test_local_image_lifecycle(tree: Path, tmp_path: Path, store: str) -> None:
     import hashlib
 
     blob = gzip.compress(tar)
-    lib.write_blob(b"an orphan blob")
-    layer_digest = lib.write_blob(blob)
-    lib.ensure_layer("sha256:" + hashlib.sha256(tar).hexdigest(), layer_digest)
+    lib.content.write(b"an orphan blob")
+    layer_digest = lib.content.write(blob)
+    lib.layers.ensure("sha256:" + hashlib.sha256(tar).hexdigest(), layer_digest)
     line = ok("prune", "--store", store).stdout.strip()
     assert line.startswith("freed ") and line.endswith("(2 blobs, 1 layer)")
     assert not line.startswith("freed 0 B")
@@ -389,7 +389,7 @@ def test_pull_from_a_registry(tree: Path, tmp_path: Path, store: str) -> None:
     ok("pack", str(tree), "--to", f"oci:{tmp_path / 'layout'}:v1", "--cmd", "sh")
     with DockerRegistry(str(tmp_path / "reg")) as reg:
         ref = f"{reg.host}/tools/tool:v1"
-        digest = registry.push(f"oci:{tmp_path / 'layout'}:v1", ref, plain_http=True)
+        digest = push(f"oci:{tmp_path / 'layout'}:v1", ref, plain_http=True).digest
         done = ok("pull", "--store", store, "--plain-http", ref)
         name, image_id = done.stdout.splitlines()
         assert name == ref and image_id.startswith("sha256:")
@@ -427,7 +427,7 @@ def test_pull_with_basic_auth(tree: Path, tmp_path: Path, store: str) -> None:
     env = {"DOCKER_CONFIG": str(tmp_path / "nodocker"), "REGISTRY_AUTH_FILE": ""}
     with DockerRegistry(str(tmp_path / "reg"), htpasswd=USERS) as reg:
         ref = f"{reg.host}/private/tool:v1"
-        registry.push(f"oci:{tmp_path / 'layout'}:v1", ref, plain_http=True, creds="alice:s3cret")
+        push(f"oci:{tmp_path / 'layout'}:v1", ref, plain_http=True, creds="alice:s3cret")
         fails(
             "pull", "--store", store, "--plain-http", ref, match="authentication required", env=env
         )

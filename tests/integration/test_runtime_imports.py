@@ -110,3 +110,43 @@ def test_lifecycle_imports(tmp_path: Path, bundle) -> None:
             assert ours == pinned, (
                 f"{argv[0]}: new {sorted(ours - pinned)}, no longer {sorted(pinned - ours)}"
             )
+
+
+# What a cached `run IMAGE` (the image in the store, nothing to pull) may load of hostjob's
+# image side: reading the store and mounting the overlay, never the pull machinery.
+PULL_MODULES = (
+    "hostjob.images.pull",
+    "hostjob.images.registry",
+    "hostjob.images.sources",
+    "hostjob.images.unpack",
+    "hostjob.images.pack",
+    "hostjob.images.push",
+    "hostjob.cli.render",
+)
+
+
+def test_cached_run_image_imports(tmp_path: Path) -> None:
+    """A cached `run --rm IMAGE true` is a runtime command too: no json, re, enum, hashlib,
+    tempfile, shutil, threading (nor anything else heavy), and no pull code."""
+    from hostjob.images.pack import pack
+    from tests.helpers import hostjob_cmd, hostjob_env, make_rootfs
+
+    src = make_rootfs(tmp_path / "tree")
+    pack(str(src), f"oci:{tmp_path / 'layout'}:v1", cmd=["true"], env=["PATH=/bin"])
+    store = str(tmp_path / "store")
+    subprocess.run(
+        [*hostjob_cmd(), "import", "--store", store, "-q", f"oci:{tmp_path / 'layout'}:v1"],
+        check=True,
+        capture_output=True,
+        env=hostjob_env(),
+    )
+    root = tmp_path / "state"
+    argv = ["run", "--rm", "-q", "--store", store, "localhost/layout:v1", "true"]
+    code, modules = modules_of(root, argv, tmp_path)
+    assert code == 0
+    heavy = sorted(m for m in modules if m.split(".")[0] in FORBIDDEN - {"_ctypes"})
+    assert heavy == [], f"a cached run IMAGE imports {heavy}"
+    assert "ctypes" not in modules
+    pulling = sorted(m for m in modules if m.startswith(PULL_MODULES))
+    assert pulling == [], f"a cached run IMAGE imports {pulling}"
+    assert not root.exists() or os.listdir(root) == []

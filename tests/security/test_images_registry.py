@@ -19,8 +19,11 @@ from pathlib import Path
 import pytest
 
 from hostjob.errors import RegistryError
+from hostjob.images.push import push
 from hostjob.images.store import Store
+from tests.fixtures.images import write_layout
 from tests.fixtures.registry import _Quiet, _Served, _Server, make_cert
+from tests.fixtures.tars import entry, make_tar
 from tests.helpers import Hostjob
 
 USER, PASSWORD = "alice", "s3cret-pw"
@@ -38,7 +41,8 @@ def _reply(h: BaseHTTPRequestHandler, status: int, headers: dict[str, str], body
         h.send_header(key, value)
     h.send_header("Content-Length", str(len(body)))
     h.end_headers()
-    h.wfile.write(body)
+    if h.command != "HEAD":
+        h.wfile.write(body)
 
 
 class Listener(_Served):
@@ -75,11 +79,14 @@ class Challenger(_Served):
         class Handler(_Quiet):
             def do_GET(self) -> None:
                 _record(self, server.requests)
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))  # a PUT's body
                 if redirect and self.headers.get("Authorization") == BASIC:
                     _reply(self, 307, {"Location": redirect + self.path}, b"")
                     return
                 body = b'{"errors":[{"code":"UNAUTHORIZED","message":"authenticate"}]}'
                 _reply(self, 401, {"WWW-Authenticate": challenge}, body)
+
+            do_HEAD = do_POST = do_PUT = do_GET  # a push's requests
 
         self.httpd = _Server(("127.0.0.1", 0), Handler)
         if tls is not None:
@@ -96,6 +103,18 @@ def bearer(realm: str) -> str:
 def pull_fails(store: Path, ref: str, **options: object) -> str:
     with pytest.raises(RegistryError) as info:
         Store(str(store)).pull(ref, creds=CREDS, **options)  # type: ignore[arg-type]
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def push_fails(tmp_path: Path, ref: str, **options: object) -> str:
+    """A push of a small layout to ``ref`` fails with one line (and its blobs never go)."""
+    layout = tmp_path / "layout"
+    if not layout.exists():
+        write_layout(str(layout), [make_tar([entry("f", data=b"secret data")])], tag="v1")
+    with pytest.raises(RegistryError) as info:
+        push(f"oci:{layout}:v1", ref, creds=CREDS, **options)  # type: ignore[arg-type]
     message = str(info.value)
     assert "\n" not in message
     return message
@@ -145,5 +164,44 @@ def test_a_challenge_after_a_redirect_to_another_host_gets_nothing(tmp_path: Pat
             assert any(r.get("authorization") == BASIC for r in registry.requests)
             assert elsewhere.requests, "the redirect was followed"
             assert all("authorization" not in r for r in elsewhere.requests)
+            assert USER not in json.dumps(elsewhere.requests)
+        assert realm.requests == [] and not realm.saw_credentials()
+
+
+# --- push: the same rules --------------------------------------------------------------
+
+
+def test_push_credentials_go_where_a_pulls_go(tmp_path: Path) -> None:
+    """The listener catches a push's credentials at a realm on the registry's own host
+    (--plain-http), as it does a pull's."""
+    with Listener() as realm:
+        with Challenger(bearer(f"http://127.0.0.1:{realm.port}/token")) as registry:
+            push_fails(tmp_path, f"{registry.host}/test/img:v1", plain_http=True)
+            assert registry.requests[0]["path"].startswith("/v2/test/img/blobs/")
+        assert realm.requests and realm.requests[0].get("authorization") == BASIC
+
+
+def test_push_to_a_plain_http_realm_elsewhere_sends_nothing(tmp_path: Path) -> None:
+    tls = make_cert(str(tmp_path))
+    with Listener() as realm:
+        with Challenger(bearer(f"http://localhost:{realm.port}/token")) as registry:
+            push_fails(tmp_path, f"{registry.host}/test/img:v1", plain_http=True)
+        with Challenger(bearer(f"http://127.0.0.1:{realm.port}/token"), tls=tls) as registry:
+            message = push_fails(tmp_path, f"{registry.host}/test/img:v1", tls_verify=False)
+            assert "refusing to send credentials to the plain-HTTP token realm" in message
+            assert all(
+                r["path"].startswith("/v2/test/img/blobs/sha256:") for r in registry.requests
+            )
+        assert realm.requests == [] and not realm.saw_credentials()
+
+
+def test_push_after_a_redirect_to_another_host_sends_nothing_there(tmp_path: Path) -> None:
+    with Listener() as realm:
+        with Challenger(bearer(f"https://localhost:{realm.port}/token")) as elsewhere:
+            other = f"http://localhost:{elsewhere.httpd.server_address[1]}"
+            with Challenger('Basic realm="stub"', redirect=other) as registry:
+                message = push_fails(tmp_path, f"{registry.host}/test/img:v1", plain_http=True)
+            assert "asks for credentials; they go to the registry only" in message
+            assert elsewhere.requests and all("authorization" not in r for r in elsewhere.requests)
             assert USER not in json.dumps(elsewhere.requests)
         assert realm.requests == [] and not realm.saw_credentials()

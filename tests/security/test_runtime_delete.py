@@ -20,6 +20,7 @@ import pytest
 
 from hostjob import fsutil
 from hostjob.images.pack import pack
+from hostjob.images.rootfs import rw_dir
 from hostjob.images.store import Store
 from tests.helpers import BUSYBOX, Hostjob, base_config, mounts_under, new_id
 from tests.security.racers import (
@@ -105,7 +106,7 @@ def test_image_container_writable_layer_attack(hj: Hostjob, image: str, tmp_path
             subprocess.run(["umount", "-l", str(hj.root / cid / "rootfs")], check=True)
             with racing(_pairs(), dir_fd=fd, user=NOBODY):
                 try:
-                    path_based_remove_tree(Store(store).rw_dir(cid))
+                    path_based_remove_tree(rw_dir(Store(store).gc, cid))
                 except OSError:
                     pass
         finally:
@@ -129,7 +130,7 @@ def test_image_container_delete_under_a_racer(hj: Hostjob, image: str, tmp_path:
         finally:
             os.close(fd)
         assert snapshot(str(canary)) == before, f"attempt {attempt} touched the canary"
-        assert not os.path.lexists(Store(store).rw_dir(cid)), "the writable layer is left"
+        assert not os.path.lexists(rw_dir(Store(store).gc, cid)), "the writable layer is left"
         assert mounts_under(str(hj.root / cid)) == []
 
 

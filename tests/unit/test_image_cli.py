@@ -15,6 +15,7 @@ from hostjob.cli.args import parse
 from hostjob.cli.commands import pack as pack_cmd
 from hostjob.cli.main import COMMANDS
 from hostjob.errors import InvalidArgument
+from hostjob.images.gc import Freed
 from tests.helpers import REPO
 
 IMAGE_COMMANDS = ("pull", "images", "inspect", "import", "rmi", "prune", "pack")
@@ -50,10 +51,48 @@ def test_table() -> None:
 
 
 def test_freed() -> None:
-    assert render.freed({"bytes": 0, "blobs": 0, "layers": 0}) == "freed 0 B (0 blobs, 0 layers)"
-    assert (
-        render.freed({"bytes": 2500, "blobs": 1, "layers": 1}) == "freed 2.5 kB (1 blob, 1 layer)"
+    assert render.freed(Freed()) == "freed 0 B (0 blobs, 0 layers)"
+    assert render.freed(Freed(2500, 1, 1)) == "freed 2.5 kB (1 blob, 1 layer)"
+
+
+def test_image_rows_and_details_as_json() -> None:
+    from hostjob.images.resolve import ImageDetails, ImageSummary, LayerInfo
+    from hostjob.spec import image as spec
+
+    row = ImageSummary("docker.io/library/a:1", "sha256:" + "1" * 64, "2026-01-01T00:00:00Z")
+    assert render.summary_json(row) == {
+        "name": "docker.io/library/a:1",
+        "digest": "sha256:" + "1" * 64,
+        "tagged": "2026-01-01T00:00:00Z",
+        "id": None,
+        "created": None,
+        "platform": None,
+        "size": None,
+        "layers": None,
+    }
+    row.error = "blob gone"
+    assert render.summary_json(row)["error"] == "blob gone" and "id" not in render.summary_json(row)
+    config = spec.ImageConfig.decode({"os": "linux", "architecture": "arm64", "variant": "v8"})
+    manifest = spec.Manifest.decode(
+        {
+            "schemaVersion": 2,
+            "layers": [{"mediaType": spec.OCI_LAYER, "digest": "sha256:" + "2" * 64, "size": 7}],
+        }
     )
+    layer = LayerInfo("sha256:" + "2" * 64, spec.OCI_LAYER, 7, "sha256:" + "3" * 64, None)
+    details = ImageDetails(
+        ["a"], "sha256:" + "1" * 64, manifest, "sha256:" + "4" * 64, config, [layer], None
+    )
+    out = render.details_json(details)
+    assert list(out) == [
+        "names", "id", "digest", "index", "platform", "created", "size", "manifest", "config", "layers",
+    ]  # fmt: skip
+    assert out["platform"] == "linux/arm64/v8" and out["size"] == 7
+    assert out["layers"] == [
+        {"digest": "sha256:" + "2" * 64, "mediaType": spec.OCI_LAYER, "size": 7,
+         "diffID": "sha256:" + "3" * 64, "path": None},
+    ]  # fmt: skip
+    assert out["config"]["architecture"] == "arm64"
 
 
 def test_pack_words() -> None:

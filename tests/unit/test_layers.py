@@ -46,27 +46,6 @@ LAYERS = {
 }
 LAYER_NAMES = ["leaf helpers", "spec", "job", "config", "cgroups", "runtime", "images", "top"]
 
-# TEMPORARY, issue 12: the container library still pulls images and mounts their
-# overlays (runtime/run.py, runtime/mounts.py, CreateOptions). The arch-images branch
-# moves that out of runtime and untangles images/ itself; once both branches are
-# merged these entries are gone from the code, test_allow_lists_are_current fails,
-# and the lists are deleted.
-ALLOWED_UPWARD = {
-    ("hostjob.runtime.container", "hostjob.images.store"),
-    ("hostjob.runtime.mounts", "hostjob.images.store"),
-    ("hostjob.runtime.run", "hostjob.images.progress"),
-    ("hostjob.runtime.run", "hostjob.images.runspec"),
-    ("hostjob.runtime.run", "hostjob.images.store"),
-}
-ALLOWED_CYCLES = [
-    {
-        "hostjob.images.overlay",
-        "hostjob.images.registry",
-        "hostjob.images.sources",
-        "hostjob.images.store",
-    },
-]
-
 
 class Import(NamedTuple):
     source: str
@@ -209,7 +188,7 @@ def test_the_walk_sees_lazy_and_relative_imports() -> None:
 
 
 def test_no_import_cycles() -> None:
-    found = [c for c in cycles(runtime_edges()) if c not in ALLOWED_CYCLES]
+    found = cycles(runtime_edges())
     details = []
     for component in found:
         inside = [i for i in ALL_IMPORTS if i.source in component and i.target in component]
@@ -219,11 +198,7 @@ def test_no_import_cycles() -> None:
 
 
 def test_layers_are_one_way() -> None:
-    upward = [
-        imp
-        for imp in ALL_IMPORTS
-        if layer(imp.target) > layer(imp.source) and (imp.source, imp.target) not in ALLOWED_UPWARD
-    ]
+    upward = [imp for imp in ALL_IMPORTS if layer(imp.target) > layer(imp.source)]
     lines = [
         f"{imp!r}: {LAYER_NAMES[layer(imp.source)]} -> {LAYER_NAMES[layer(imp.target)]}"
         for imp in upward
@@ -238,12 +213,3 @@ def test_every_module_has_a_layer() -> None:
     unplaced = [m for m in MODULES if m.count(".") == 1 and m not in LAYERS]
     assert not unplaced, f"add to LAYERS: {unplaced}"
     assert set(leaves) == {p for p, rank in LAYERS.items() if rank == 0}
-
-
-def test_allow_lists_are_current() -> None:
-    """Each temporary exception still occurs; when one is gone, delete it."""
-    present = {(imp.source, imp.target) for imp in ALL_IMPORTS}
-    assert present >= ALLOWED_UPWARD, f"no longer imported: {ALLOWED_UPWARD - present}"
-    current = cycles(runtime_edges())
-    stale = [c for c in ALLOWED_CYCLES if c not in current]
-    assert not stale, f"no longer a cycle: {stale}"

@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "events": ("events", "stream the job's stats and OOM events (JSON lines)", True),
     "stats": ("stats", "a readable view of the job's usage and limits", True),
     "pull": ("pull", "pull an image from a registry into the image store", True),
+    "push": ("push", "push an image to a registry (a store image needs root)", False),
     "images": ("images", "list the images in the store", True),
     "inspect": ("inspect", "show an image's manifest, config and layers (JSON)", True),
     "import": ("import_", "import an oci:, oci-archive: or docker-archive: image", True),

@@ -1,7 +1,7 @@
 """What the image commands share: the ``--store`` option, sizes, ages, tables, JSON.
 
-Imported by the image commands only (``pull``, ``images``, ``rmi``, ``prune``,
-``import``, ``inspect``, ``pack``), never by a runtime command:
+Imported by the image commands only (``pull``, ``push``, ``images``, ``rmi``,
+``prune``, ``import``, ``inspect``, ``pack``), never by a runtime command:
 ``tests/unit/test_imports.py`` pins that.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from hostjob import jsonio
-from hostjob.cli.args import VALUE, Option
+from hostjob.cli.args import FLAG, VALUE, Option
 from hostjob.units import human_size, parse_rfc3339
 
 TYPE_CHECKING = False
@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from hostjob.cli.args import Args
+    from hostjob.images.gc import Freed
+    from hostjob.images.resolve import ImageDetails, ImageSummary
     from hostjob.images.store import Store
 
 STORE_OPTION = Option(
@@ -27,6 +29,37 @@ STORE_OPTION = Option(
     "image store directory (default $HOSTJOB_STORE, else /var/lib/hostjob)",
     metavar="dir",
 )
+
+
+def registry_options(verb: str) -> tuple[Option, ...]:
+    """The registry flags of ``pull``, ``push`` and ``pack --to docker://``."""
+    return (
+        Option("creds", VALUE, "registry credentials", metavar="user:pass"),
+        Option(
+            "authfile",
+            VALUE,
+            "a docker config.json with auths (default ~/.docker/config.json)",
+            metavar="file",
+        ),
+        Option(
+            "tls-verify",
+            FLAG,
+            "verify the registry's certificate (default; =false to skip)",
+            default=True,
+        ),
+        Option("plain-http", FLAG, "talk to the registry over http://"),
+        Option("quiet,q", FLAG, f"no progress; print only the {verb}"),
+    )
+
+
+def registry_flags(args: Args) -> dict[str, Any]:
+    """The registry flags as the library's keyword arguments."""
+    return {
+        "creds": args.creds,
+        "tls_verify": args.tls_verify,
+        "plain_http": args.plain_http,
+        "docker_config": args.authfile,
+    }
 
 
 def open_store(args: Args) -> Store:
@@ -83,10 +116,47 @@ def to_json(value: Any) -> str:
     return jsonio.dumps(value, 2)
 
 
-def freed(result: dict[str, Any]) -> str:
+def freed(result: Freed) -> str:
     """``freed 12.3 MB (3 blobs, 2 layers)`` for a prune/rmi result."""
-    blobs, layers = result.get("blobs", 0), result.get("layers", 0)
+    blobs, layers = result.blobs, result.layers
     return (
-        f"freed {human_size(result.get('bytes', 0))}"
+        f"freed {human_size(result.bytes)}"
         f" ({blobs} blob{'s' if blobs != 1 else ''}, {layers} layer{'s' if layers != 1 else ''})"
     )
+
+
+def summary_json(row: ImageSummary) -> dict[str, Any]:
+    """One image name as ``images --format json`` prints it (sizes in bytes)."""
+    out: dict[str, Any] = {"name": row.name, "digest": row.digest, "tagged": row.tagged}
+    if row.error is not None:
+        out["error"] = row.error
+        return out
+    out.update(
+        id=row.id, created=row.created, platform=row.platform, size=row.size, layers=row.layers
+    )
+    return out
+
+
+def details_json(image: ImageDetails) -> dict[str, Any]:
+    """Everything about one image as ``inspect`` prints it."""
+    return {
+        "names": image.names,
+        "id": image.id,
+        "digest": image.digest,
+        "index": image.index,
+        "platform": image.platform,
+        "created": image.created,
+        "size": image.size,
+        "manifest": image.manifest.to_json(),
+        "config": image.config.to_json(),
+        "layers": [
+            {
+                "digest": layer.digest,
+                "mediaType": layer.media_type,
+                "size": layer.size,
+                "diffID": layer.diff_id,
+                "path": layer.path,
+            }
+            for layer in image.layers
+        ],
+    }

@@ -1,4 +1,4 @@
-"""Mount an image's layers as a container's root: overlayfs on the host.
+"""Overlay mounts of layer dirs: the mechanism under ``hostjob.images.rootfs``.
 
 ``mount_overlay(layers, upper, work, target)`` stacks the layer dirs (given bottom
 first, as ``ResolvedImage.layer_dirs`` lists them) under a writable upper dir. Many
@@ -26,7 +26,6 @@ import os
 
 from hostjob import linux
 from hostjob.errors import MountError
-from hostjob.mountinfo import is_mountpoint
 
 PAGE_LIMIT = 4095  # mount(2) copies at most one page of options, NUL included
 # An image's setuid bits, file capabilities and device nodes never take effect.
@@ -188,7 +187,9 @@ def _mount_shortnames(
             reason = os.strerror(code) if 0 < code < 255 else "helper failed"
             raise _Failed(f"cannot mount overlay at {target}: {reason}", code)
     finally:
-        _rmtree(links, ignore_errors=True)
+        from hostjob import fsutil
+
+        fsutil.remove_tree(links, ignore_errors=True)
 
 
 def unmount(target: str) -> None:
@@ -209,72 +210,3 @@ def unmount(target: str) -> None:
                 return  # not a mount point after all, or not one reached without symlinks
             else:
                 raise MountError(f"cannot unmount {target}: {err.strerror}") from None
-
-
-def _rmtree(path: str, ignore_errors: bool = False) -> None:
-    # fd-relative, never across a mount: the upper dir holds what the container wrote.
-    from hostjob import fsutil
-
-    fsutil.remove_tree(path, ignore_errors=ignore_errors)
-
-
-class ContainerRootfs:
-    """A container's overlay: ``<rw_dir>/{upper,work}`` over the image's layers.
-
-    ``mount()`` makes the dirs (fresh), an empty lower for an image with no layers,
-    and mounts at ``target``; ``unmount()`` unmounts and removes ``rw_dir``. Both are
-    idempotent, so a ``delete --force`` after a crash cleans up.
-    """
-
-    __slots__ = ("layers", "rw_dir", "target")
-
-    def __init__(self, layers: list[str], rw_dir: str, target: str) -> None:
-        self.layers = layers
-        self.rw_dir = os.path.abspath(rw_dir)
-        self.target = os.path.abspath(target)
-
-    @property
-    def upper(self) -> str:
-        return os.path.join(self.rw_dir, "upper")
-
-    @property
-    def work(self) -> str:
-        return os.path.join(self.rw_dir, "work")
-
-    def mount(self, volatile: bool = True, method: str = "auto") -> str:
-        if is_mountpoint(self.target):
-            raise MountError(f"{self.target} is already a mount point")
-        if os.path.exists(self.rw_dir):
-            _rmtree(self.rw_dir)
-        from hostjob.images.store import make_dirs
-
-        make_dirs(os.path.dirname(self.rw_dir), 0o700)  # rw/: root's, whatever the umask
-        os.mkdir(self.rw_dir, 0o700)
-        os.mkdir(self.upper, 0o755)
-        os.mkdir(self.work, 0o700)
-        os.makedirs(self.target, 0o755, exist_ok=True)
-        from hostjob import faults
-
-        faults.point("create:before-overlay")  # the writable layer made, not mounted yet
-        layers = self.layers
-        if not layers:
-            empty = os.path.join(self.rw_dir, "empty")
-            os.mkdir(empty, 0o755)
-            layers = [empty]
-        try:
-            return mount_overlay(
-                layers, self.upper, self.work, self.target, volatile=volatile, method=method
-            )
-        except BaseException:
-            _rmtree(self.rw_dir, ignore_errors=True)
-            raise
-
-    def unmount(self, remove_target: bool = False) -> None:
-        unmount(self.target)
-        if os.path.lexists(self.rw_dir):
-            _rmtree(self.rw_dir, ignore_errors=True)
-        if remove_target:
-            try:
-                os.rmdir(self.target)
-            except OSError:
-                pass

@@ -1,4 +1,5 @@
-"""``hostjob pack DIR --to oci:OUT[:TAG]``: a one-layer image from a directory.
+"""``hostjob pack DIR --to oci:OUT[:TAG]``: a one-layer image from a directory
+(``--to docker://HOST/NAME:TAG``: packed, then pushed to a registry).
 
 The "``FROM scratch``" way to ship host tools as a job-container image. The layer is
 reproducible: entries in sorted order, every mtime the same fixed time
@@ -25,43 +26,25 @@ import os
 import stat
 import tarfile
 import tempfile
-import time
 
+from hostjob import fsutil
 from hostjob.errors import ImageError, InvalidArgument, InvalidReference
 from hostjob.images import reference as refs
+from hostjob.images.content import Digester
 from hostjob.spec import image as spec
+from hostjob.units import rfc3339
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any, BinaryIO
 
-    from hostjob.images.sources import Source, Writer
+    from hostjob.images.content import Writer
+    from hostjob.images.sources import Source
 
 # xattrs worth shipping with host tools (file capabilities) and user metadata.
 _KEPT_XATTR_PREFIXES = ("security.capability", "user.")
 CHUNK = 1 << 20
-
-
-class _HashWriter:
-    __slots__ = ("count", "dest", "hasher")
-
-    def __init__(self, dest: Any) -> None:
-        self.dest = dest
-        self.hasher = hashlib.sha256()
-        self.count = 0
-
-    def write(self, data: bytes) -> int:
-        self.hasher.update(data)
-        self.count += len(data)
-        self.dest.write(data)
-        return len(data)
-
-    def flush(self) -> None:
-        pass
-
-    def digest(self) -> str:
-        return "sha256:" + self.hasher.hexdigest()
 
 
 def source_date_epoch() -> int:
@@ -70,10 +53,6 @@ def source_date_epoch() -> int:
         return max(0, int(value)) if value else 0
     except ValueError:
         raise InvalidArgument(f"SOURCE_DATE_EPOCH={value!r} is not an integer") from None
-
-
-def _rfc3339(epoch: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 class _Entry:
@@ -277,11 +256,11 @@ def write_layer(
         raise ImageError(f"cannot read {src_dir}: {err.strerror}") from None
     what = src_dir.rstrip("/") or "/"
     try:
-        compressed = _HashWriter(dest)
+        compressed = Digester(dest)
         with gzip.GzipFile(
             filename="", mode="wb", fileobj=compressed, mtime=0, compresslevel=compresslevel
         ) as gz:
-            plain = _HashWriter(gz)
+            plain = Digester(gz)
             with tarfile.open(fileobj=plain, mode="w|", format=tarfile.PAX_FORMAT) as tf:  # type: ignore[call-overload]
                 layer = _LayerWriter(tf, what, mtime, keep_owner)
                 for entry in _walk(root, what):
@@ -333,9 +312,9 @@ class _Base:
 
     def _from_source(self, parsed: refs.Reference) -> None:
         from hostjob.images import platforms
-        from hostjob.images.sources import open_source
+        from hostjob.images.sources import open_local
 
-        source = open_source(parsed)
+        source = open_local(parsed)
         self.source = source
         raw, media_type, _digest = source.top()
         media_type = media_type or spec.sniff_media_type(raw)
@@ -354,9 +333,9 @@ class _Base:
             self.source.copy_blob(desc, writer)
             return
         try:
-            f = open(self.store.blob_path(desc.digest), "rb")  # noqa: SIM115
-        except FileNotFoundError:
-            raise ImageError(f"base layer blob {desc.digest} is not in the store") from None
+            f = self.store.content.open(desc.digest)
+        except ImageError as err:
+            raise ImageError(f"base layer blob {desc.digest} is not in the store") from err
         with f:
             while data := f.read(CHUNK):
                 writer.write(data)
@@ -391,7 +370,7 @@ class _Layout:
         os.makedirs(os.path.join(path, "blobs", "sha256"), exist_ok=True)
         layout_file = os.path.join(path, "oci-layout")
         if not os.path.exists(layout_file):
-            _atomic_write(
+            fsutil.write_atomic(
                 layout_file, spec.canonical_json({"imageLayoutVersion": spec.IMAGE_LAYOUT_VERSION})
             )
 
@@ -405,7 +384,7 @@ class _Layout:
     def add_bytes(self, data: bytes) -> str:
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         if not self.has(digest):
-            _atomic_write(self.blob_path(digest), data)
+            fsutil.write_atomic(self.blob_path(digest), data)
         return digest
 
     def add_file(self, tmp: str, digest: str) -> None:
@@ -439,7 +418,34 @@ class _Layout:
             )
         )
         index_json = {"schemaVersion": 2, "mediaType": spec.OCI_INDEX, "manifests": manifests}
-        _atomic_write(index_path, spec.canonical_json(index_json))
+        fsutil.write_atomic(index_path, spec.canonical_json(index_json))
+
+
+class PackResult:
+    """What ``pack`` made: the image's reference and digests, its new layer's."""
+
+    __slots__ = ("config", "diff_id", "digest", "layer_digest", "layer_size", "reference", "size")
+
+    def __init__(
+        self,
+        reference: str,
+        digest: str,
+        config: str,
+        layer: tuple[str, str, int],
+        size: int,
+    ) -> None:
+        self.reference = reference  # where it was written (or pushed)
+        self.digest = digest  # the manifest's
+        self.config = config  # the config's: the image ID
+        self.layer_digest, self.diff_id, self.layer_size = layer  # the packed layer's
+        self.size = size  # of every (compressed) layer
+
+    @property
+    def layer(self) -> tuple[str, str, int]:
+        return self.layer_digest, self.diff_id, self.layer_size
+
+    def __repr__(self) -> str:
+        return f"PackResult({self.reference!r}, {self.digest!r})"
 
 
 def pack(
@@ -457,21 +463,64 @@ def pack(
     mtime: int | None = None,
     store_root: str | None = None,
     architecture: str | None = None,
-) -> dict[str, Any]:
+    push_options: dict[str, Any] | None = None,
+) -> PackResult:
     """Make an image of ``src_dir`` (one layer, on ``base`` if given) at ``to``.
 
-    ``to`` is ``oci:DIR[:TAG]`` or ``oci-archive:FILE[:TAG]``. Returns
-    ``{"reference", "digest", "config", "layer": {digest, diffID, size}, "size"}``.
+    ``to`` is ``oci:DIR[:TAG]``, ``oci-archive:FILE[:TAG]``, or
+    ``docker://HOST[:PORT]/NAME[:TAG]``: packed into a temporary layout, then pushed
+    (``hostjob.images.push.push`` with ``push_options``: creds, tls_verify,
+    plain_http, docker_config, progress).
     """
+
+    def to_layout(dest: str) -> PackResult:
+        return _pack_layout(
+            src_dir, dest, entrypoint=entrypoint, cmd=cmd, env=env, workdir=workdir,
+            labels=labels, user=user, base=base, keep_owner=keep_owner, mtime=mtime,
+            store_root=store_root, architecture=architecture,
+        )  # fmt: skip
+
+    if not to.startswith("docker://"):
+        return to_layout(to)
+    from hostjob.images import push
+
+    push.target(to)  # a bad reference fails before anything is packed
+    layout = tempfile.mkdtemp(prefix="hostjob-pack-")
+    try:
+        packed = to_layout(f"oci:{layout}:pack")
+        pushed = push.push(f"oci:{layout}:pack", to, **(push_options or {}))
+    finally:
+        fsutil.remove_tree(layout, ignore_errors=True)
+    packed.reference = pushed.reference
+    return packed
+
+
+def _pack_layout(
+    src_dir: str,
+    to: str,
+    *,
+    entrypoint: list[str] | None,
+    cmd: list[str] | None,
+    env: list[str] | None,
+    workdir: str | None,
+    labels: dict[str, str] | None,
+    user: str | None,
+    base: str | None,
+    keep_owner: bool,
+    mtime: int | None,
+    store_root: str | None,
+    architecture: str | None,
+) -> PackResult:
     from hostjob.images import platforms
 
     target = refs.parse(to)
     if target.transport not in ("oci", "oci-archive") or target.digest or target.path is None:
         raise InvalidReference(
-            f"pack writes to oci:DIR[:TAG] or oci-archive:FILE[:TAG], not {to!r}"
+            "pack writes to oci:DIR[:TAG], oci-archive:FILE[:TAG] or"
+            f" docker://HOST/NAME[:TAG], not {to!r}"
         )
     epoch = source_date_epoch() if mtime is None else mtime
-    created = _rfc3339(epoch)
+    created = rfc3339(epoch)
     for item in env or []:
         if "=" not in item or item.startswith("="):
             raise InvalidArgument(f"--env {item!r}: expected NAME=VALUE")
@@ -558,16 +607,14 @@ def pack(
         if base_image is not None:
             base_image.close()
         if workdir_tmp is not None:
-            from hostjob import fsutil
-
             fsutil.remove_tree(workdir_tmp, ignore_errors=True)
-    return {
-        "reference": str(target),
-        "digest": manifest_digest,
-        "config": config_digest,
-        "layer": {"digest": digest, "diffID": diff_id, "size": size},
-        "size": sum(d.size or 0 for d in layers),
-    }
+    return PackResult(
+        str(target),
+        manifest_digest,
+        config_digest,
+        (digest, diff_id, size),
+        sum(d.size or 0 for d in layers),
+    )
 
 
 def _copy_into_layout(base: _Base, desc: spec.Descriptor, layout: _Layout) -> None:
@@ -575,7 +622,7 @@ def _copy_into_layout(base: _Base, desc: spec.Descriptor, layout: _Layout) -> No
     fd, tmp = tempfile.mkstemp(prefix=".base-", dir=os.path.join(layout.path, "blobs", "sha256"))
     try:
         with os.fdopen(fd, "wb") as f:
-            writer = _HashWriter(f)
+            writer = Digester(f)
             base.copy_blob(desc, writer)
         if writer.digest() != desc.digest:
             from hostjob.errors import DigestMismatch
@@ -637,20 +684,6 @@ def _build_config(
     ]
     config["created"] = created
     return config
-
-
-def _atomic_write(path: str, data: bytes) -> None:
-    folder = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _write_archive(layout_dir: str, dest: str, epoch: int) -> None:

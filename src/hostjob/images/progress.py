@@ -26,8 +26,11 @@ DOWNLOADING = "downloading"  # blob bytes arrive (current/total bytes, speed)
 VERIFYING = "verifying"  # blob fully read, digest being checked
 UNPACKING = "unpacking"  # layer being unpacked (current/total compressed bytes read)
 CACHED = "cached"  # blob or layer already in the store
+UPLOADING = "uploading"  # a push: blob bytes leave (current/total bytes, speed)
+EXISTS = "exists"  # a push: the registry has the blob already
 DONE = "done"  # an item finished (item: layer digest, or the image name at the end)
-KINDS = (RESOLVING, RESOLVED, DOWNLOADING, VERIFYING, UNPACKING, CACHED, DONE)
+KINDS = (RESOLVING, RESOLVED, DOWNLOADING, VERIFYING, UNPACKING, CACHED, UPLOADING, EXISTS, DONE)
+METERED = (DOWNLOADING, UNPACKING, UPLOADING)  # kinds that come again and again
 
 
 class Event:
@@ -59,7 +62,7 @@ class Event:
 
 
 class Meter:
-    """Emits throttled DOWNLOADING/UNPACKING events for one item, with a speed."""
+    """Emits throttled DOWNLOADING/UNPACKING/UPLOADING events for one item, with a speed."""
 
     __slots__ = ("emit", "item", "kind", "last", "start", "total")
 
@@ -111,12 +114,12 @@ class PlainRenderer:
 
     def __call__(self, event: Event) -> None:
         key = (event.kind, event.item)
-        if event.kind in (DOWNLOADING, UNPACKING) and key in self.seen:
+        if event.kind in METERED and key in self.seen:
             return
         with self.lock:
             self.seen.add(key)
             text = f"{event.kind} {short(event.item)}"
-            if event.kind in (DOWNLOADING, UNPACKING) and event.total:
+            if event.kind in METERED and event.total:
                 text += f" ({_human(event.total)})"
             if event.message:
                 text += f": {event.message}"
@@ -165,7 +168,7 @@ class RichRenderer:
                 task = self.progress.add_task(event.kind, item=short(event.item), total=event.total)
                 self.tasks[event.item] = task
             completed = event.current
-            if event.kind in (CACHED, DONE) and event.total is not None:
+            if event.kind in (CACHED, EXISTS, DONE) and event.total is not None:
                 completed = event.total
             self.progress.update(
                 task,

@@ -1,4 +1,4 @@
-"""An OCI distribution API client (pull, and a small push), on httpx.
+"""An OCI distribution API client (pull and push), on httpx.
 
 Auth follows the registry's ``WWW-Authenticate`` challenge: anonymous first, then
 ``Basic`` with the credentials, or ``Bearer realm=…,service=…,scope=…`` — a token
@@ -44,12 +44,13 @@ from hostjob.spec import image as spec
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
     from typing import Any
 
     import httpx
 
+    from hostjob.images.content import Readable, Writer
     from hostjob.images.reference import Reference
-    from hostjob.images.sources import Writer
 
 MANIFEST_ACCEPT = ", ".join(
     [spec.OCI_MANIFEST, spec.OCI_INDEX, spec.DOCKER_MANIFEST, spec.DOCKER_MANIFEST_LIST]
@@ -388,7 +389,10 @@ class RegistryClient:
         content: Any = None,
         stream: bool = False,
     ) -> httpx.Response:
-        """One request with auth and hand-followed redirects (auth kept on-host only)."""
+        """One request with auth and hand-followed redirects (auth kept on-host only).
+
+        ``content`` is bytes, or a function giving the body (a stream) anew for each
+        request sent: an answer to a challenge or a redirect sends it again."""
         import httpx
 
         if url.startswith("/"):
@@ -401,8 +405,9 @@ class RegistryClient:
             target = url
             for _hop in range(MAX_REDIRECTS + 1):
                 try:
+                    body = content() if callable(content) else content  # fresh each send
                     request = self.client.build_request(
-                        method, target, headers=request_headers, content=content
+                        method, target, headers=request_headers, content=body
                     )
                     response = self.client.send(request, stream=stream)
                 except httpx.TransportError as err:
@@ -496,7 +501,7 @@ class RegistryClient:
         return raw, media_type, digest
 
     def fetch_blob(self, repo: str, desc: spec.Descriptor, writer: Writer) -> None:
-        """Stream a blob into ``writer`` (a ``store.BlobWriter``), resuming with Range."""
+        """Stream a blob into ``writer`` (a ``content.Digester``), resuming with Range."""
         import httpx
 
         assert desc.digest is not None
@@ -557,42 +562,82 @@ class RegistryClient:
     # --- push -------------------------------------------------------------------------
 
     def blob_exists(self, repo: str, digest: str) -> bool:
-        response = self._send("HEAD", f"/v2/{repo}/blobs/{digest}", f"repository:{repo}:pull,push")
+        """Whether the repository has the blob already (``HEAD``): a push skips it."""
+        response = self._send("HEAD", f"/v2/{repo}/blobs/{digest}", _push_scope(repo))
         response.close()
-        return response.status_code == 200
+        if response.status_code == 200:
+            return True
+        if response.status_code == 404:
+            return False
+        raise _registry_error(response, f"{self.host}/{repo}: looking for blob {digest}")
 
-    def push_blob(self, repo: str, digest: str, data: bytes) -> None:
-        scope = f"repository:{repo}:pull,push"
-        if self.blob_exists(repo, digest):
-            return
+    def upload_blob(
+        self,
+        repo: str,
+        desc: spec.Descriptor,
+        open_blob: Callable[[spec.Descriptor], Readable],
+        on_bytes: Callable[[int], None] | None = None,
+    ) -> None:
+        """Upload a blob monolithically: ``POST`` an upload session, then one ``PUT``
+        of its bytes with the digest, streamed from ``open_blob(desc)`` (called again
+        for each attempt: an answer to an auth challenge, a redirect); ``on_bytes`` is
+        told how many went. The registry checks the digest and refuses a blob that
+        does not match it."""
+        assert desc.digest is not None
+        scope = _push_scope(repo)
+        what = f"{self.host}/{repo}"
         response = self._send("POST", f"/v2/{repo}/blobs/uploads/", scope)
+        response.close()
         if response.status_code != 202 or "location" not in response.headers:
-            raise _registry_error(response, f"{self.host}/{repo}: starting an upload")
-        location = str(response.url.join(response.headers["location"]))
-        sep = "&" if "?" in location else "?"
-        response = self._send(
-            "PUT",
-            f"{location}{sep}digest={digest}",
-            scope,
-            {"Content-Type": "application/octet-stream"},
-            content=data,
-        )
+            raise _registry_error(response, f"{what}: starting an upload")
+        location = response.url.join(response.headers["location"])
+        url = str(location.copy_merge_params({"digest": desc.digest}))
+        headers = {"Content-Type": "application/octet-stream"}
+        if desc.size is not None:
+            headers["Content-Length"] = str(desc.size)  # streamed, not chunked
+
+        def body() -> Iterator[bytes]:
+            reader = open_blob(desc)
+            sent = 0
+            try:
+                while data := reader.read(CHUNK):
+                    yield data
+                    sent += len(data)
+                    if on_bytes is not None:
+                        on_bytes(sent)
+            finally:
+                close = getattr(reader, "close", None)
+                if close is not None:
+                    close()
+
+        response = self._send("PUT", url, scope, headers, content=body)
+        response.close()
         if response.status_code not in (201, 204):
-            raise _registry_error(response, f"{self.host}/{repo}: uploading {digest}")
+            raise _registry_error(response, f"{what}: uploading {desc.digest}")
 
     def push_manifest(self, repo: str, reference: str, raw: bytes, media_type: str) -> str:
+        """``PUT`` a manifest under a tag (or its digest); returns its digest."""
         response = self._send(
             "PUT",
             f"/v2/{repo}/manifests/{reference}",
-            f"repository:{repo}:pull,push",
+            _push_scope(repo),
             {"Content-Type": media_type},
             content=raw,
         )
+        response.close()
         if response.status_code not in (200, 201, 204):
             raise _registry_error(response, f"{self.host}/{repo}: pushing manifest {reference}")
         import hashlib
 
-        return "sha256:" + hashlib.sha256(raw).hexdigest()
+        digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+        said = response.headers.get("docker-content-digest")
+        if said and said.startswith("sha256:") and said != digest:
+            raise DigestMismatch(f"{self.host}/{repo}: manifest {digest} was stored as {said}")
+        return digest
+
+
+def _push_scope(repo: str) -> str:
+    return f"repository:{repo}:pull,push"
 
 
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
@@ -700,78 +745,3 @@ class RegistrySource:
 
     def close(self) -> None:
         self.client.close()
-
-
-def push(
-    src: str,
-    dest: str,
-    *,
-    store_root: str | None = None,
-    creds: str | None = None,
-    tls_verify: bool = True,
-    plain_http: bool = False,
-    docker_config: str | None = None,
-) -> str:
-    """Push an image to a registry; returns the manifest digest.
-
-    ``src`` is an ``oci:``/``oci-archive:``/``docker-archive:`` reference or the name
-    of an image in the store; ``dest`` a registry reference.
-    """
-    from hostjob.images import reference as refs
-    from hostjob.images.sources import open_source
-
-    target = refs.parse(dest)
-    if not target.is_registry or target.repository is None:
-        raise RegistryError(f"push needs a registry reference, not {dest!r}")
-    source_ref = None
-    try:
-        source_ref = refs.parse(src)
-    except Exception:
-        pass
-    with RegistryClient(
-        target.registry_host,
-        domain=target.domain,
-        creds=creds,
-        tls_verify=tls_verify,
-        plain_http=plain_http,
-        docker_config=docker_config,
-    ) as client:
-        if source_ref is not None and not source_ref.is_registry:
-            source = open_source(source_ref)
-            try:
-                raw, media_type, _digest = source.top()
-                media_type = media_type or spec.sniff_media_type(raw)
-                if media_type in spec.INDEX_TYPES:
-                    raise RegistryError("pushing an image index is not supported; name one image")
-                manifest = spec.decode_blob(spec.Manifest, raw, "manifest")
-                for desc in [manifest.config, *(manifest.layers or [])]:
-                    assert desc is not None and desc.digest is not None
-                    buf = _Buffer()
-                    source.copy_blob(desc, buf)
-                    client.push_blob(target.repository, desc.digest, bytes(buf.data))
-            finally:
-                source.close()
-        else:
-            from hostjob.images.store import Store
-
-            store = Store(store_root)
-            image = store.resolve(src, unpack_missing=False)
-            raw = store.read_blob(image.manifest_digest)
-            media_type = image.manifest.media_type or spec.OCI_MANIFEST
-            for desc in [image.manifest.config, *(image.manifest.layers or [])]:
-                assert desc is not None and desc.digest is not None
-                with open(store.blob_path(desc.digest), "rb") as f:
-                    client.push_blob(target.repository, desc.digest, f.read())
-        return client.push_manifest(
-            target.repository, target.reference, raw, media_type or spec.OCI_MANIFEST
-        )
-
-
-class _Buffer:
-    __slots__ = ("data",)
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-
-    def write(self, data: bytes) -> None:
-        self.data += data

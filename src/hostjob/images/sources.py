@@ -2,7 +2,7 @@
 
 A source answers three questions for ``Store.pull``: the top-level manifest or index
 (``top``), a child manifest of an index (``manifest``) and a blob's bytes
-(``copy_blob``, into a verifying ``BlobWriter``). Registries are the same shape
+(``copy_blob``, into a verifying ``content.Digester``). Registries are the same shape
 (``hostjob.images.registry.RegistrySource``). Archives are read in place through
 their members' offsets; nothing is extracted.
 """
@@ -16,16 +16,15 @@ import tarfile
 
 from hostjob.errors import ImageError, ImageNotFound, InvalidReference
 from hostjob.images import reference as refs
+from hostjob.images.content import Digester
 from hostjob.spec import image as spec
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import BinaryIO, Protocol
 
+    from hostjob.images.content import Readable, Writer
     from hostjob.images.reference import Reference
-
-    class Writer(Protocol):
-        def write(self, data: bytes, /) -> object: ...
 
     class Source(Protocol):
         description: str
@@ -159,7 +158,7 @@ def _norm(name: str) -> str:
     return out
 
 
-def _copy(src: _Slice | BinaryIO, writer: Writer) -> None:
+def _copy(src: Readable, writer: Writer) -> None:
     while True:
         data = src.read(CHUNK)
         if not data:
@@ -247,14 +246,18 @@ class LayoutSource:
         assert desc.digest is not None
         return self.files.read(_blob_rel(desc.digest))
 
-    def copy_blob(self, desc: spec.Descriptor, writer: Writer) -> None:
+    def open_blob(self, desc: spec.Descriptor) -> Readable:
+        """A reader of the blob (the caller closes it, if it has a ``close``)."""
         assert desc.digest is not None
-        with_close = self.files.open(_blob_rel(desc.digest))
+        return self.files.open(_blob_rel(desc.digest))
+
+    def copy_blob(self, desc: spec.Descriptor, writer: Writer) -> None:
+        reader = self.open_blob(desc)
         try:
-            _copy(with_close, writer)
+            _copy(reader, writer)
         finally:
-            close = getattr(with_close, "close", None)
-            if close is not None and isinstance(self.files, DirFiles):
+            close = getattr(reader, "close", None)
+            if close is not None:
                 close()
 
     def close(self) -> None:
@@ -337,25 +340,16 @@ class DockerArchiveSource:
         self.raw_manifest = spec.canonical_json(manifest)
 
     def _describe_layer(self, rel: str) -> tuple[str, int, str]:
-        src = self.files.open(rel)
-        hasher = hashlib.sha256()
-        head = b""
-        size = 0
-        while True:
-            data = src.read(CHUNK)
-            if not data:
-                break
-            if not head:
-                head = data[:4]
-            hasher.update(data)
-            size += len(data)
+        src = Digester(self.files.open(rel))
+        head = src.read(4)
+        src.drain()
         if head.startswith(b"\x1f\x8b"):
             media_type = spec.DOCKER_LAYER_GZIP
         elif head == b"\x28\xb5\x2f\xfd":
             media_type = spec.DOCKER_LAYER_ZSTD
         else:
             media_type = spec.DOCKER_LAYER
-        return "sha256:" + hasher.hexdigest(), size, media_type
+        return src.digest(), src.count, media_type
 
     def top(self) -> tuple[bytes, str | None, str | None]:
         digest = "sha256:" + hashlib.sha256(self.raw_manifest).hexdigest()
@@ -364,11 +358,14 @@ class DockerArchiveSource:
     def manifest(self, desc: spec.Descriptor) -> bytes:
         raise ImageError("a docker archive has no image index")
 
-    def copy_blob(self, desc: spec.Descriptor, writer: Writer) -> None:
+    def open_blob(self, desc: spec.Descriptor) -> Readable:
         rel = self.paths.get(desc.digest or "")
         if rel is None:
             raise ImageError(f"{self.ref.path}: no blob {desc.digest}")
-        _copy(self.files.open(rel), writer)
+        return self.files.open(rel)
+
+    def copy_blob(self, desc: spec.Descriptor, writer: Writer) -> None:
+        _copy(self.open_blob(desc), writer)
 
     def close(self) -> None:
         self.files.close()
@@ -381,6 +378,15 @@ def _normalize_tag(tag: str) -> str | None:
         return None
 
 
+def open_local(ref: Reference) -> LayoutSource | DockerArchiveSource:
+    """The source for a local reference (``oci:``, ``oci-archive:``, ``docker-archive:``)."""
+    if ref.transport in ("oci", "oci-archive"):
+        return LayoutSource(ref)
+    if ref.transport == "docker-archive":
+        return DockerArchiveSource(ref)
+    raise ImageError(f"{ref} is not a local image reference")
+
+
 def open_source(
     ref: Reference,
     *,
@@ -391,10 +397,8 @@ def open_source(
     docker_config: str | None = None,
 ) -> Source:
     """The source for any reference (a registry client for ``docker`` ones)."""
-    if ref.transport in ("oci", "oci-archive"):
-        return LayoutSource(ref)
-    if ref.transport == "docker-archive":
-        return DockerArchiveSource(ref)
+    if not ref.is_registry:
+        return open_local(ref)
     from hostjob.images.registry import RegistrySource
 
     return RegistrySource(

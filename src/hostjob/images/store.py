@@ -1,1081 +1,155 @@
-"""The content-addressed image store (default ``$HOSTJOB_STORE``, else ``/var/lib/hostjob``).
+"""The image store: a small facade over its parts (default ``$HOSTJOB_STORE``, else
+``/var/lib/hostjob``).
 
-Layout::
+Each part owns a piece of the store's directory (``hostjob.images.root``) and is
+usable on its own::
 
-    blobs/sha256/<hex>          every blob (manifests, indexes, configs, layer tars),
-                                verified, written to a temp file, fsynced, renamed
-    layers/sha256/<diffhex>/    a layer unpacked once, keyed by its diffID:
-        diff/                   the tree (an overlayfs lower dir)
-        layer.json              {diff_id, digest, size, entries, compression, unpacked}
-    images.json                 image names -> manifest digests (atomic replace, locked)
-    containers/<id>.json        what a container uses (kept by prune)
-    locks/                      per-blob and per-layer lock files
-    images.lock, gc.lock        the names lock; pulls share gc.lock, prune takes it alone
-    rw/<id>/                    a container's writable layer (upper, work)
+    store.content    blobs by digest: verified ingest, read    (images.content)
+    store.layers     the unpacked-layer cache by diffID        (images.layers)
+    store.names      the name index                            (images.names)
+    store.gc         container references, the lease, prune   (images.gc)
+    store.resolver   names -> images, rows, details            (images.resolve)
 
-The store is root's alone (SPEC §10): its root is 0700 and owned by hostjob's user,
-so no other local user can reach a blob of a private image, or run a setuid-root
-file or open a device node of any layer. Below the root, modes are the images' own.
-
-Concurrency: a blob or layer is produced under its own ``flock``; whoever gets the
-lock second finds the work done. Layers are unpacked into a temp sibling and renamed
-into place, so a reader never sees half a layer. Pulls, imports and container
-registrations hold ``gc.lock`` shared; ``prune`` holds it exclusively, so it never
-removes what a running pull has just written but not yet named.
-
-Durability: blobs are fsynced before their rename. Layer trees are not fsynced file by
-file (it would cost more than the unpack); a layer is always re-creatable from its
-verified blob.
+The verbs below are what the CLI and ``hostjob run IMAGE`` call; each returns a typed
+record, which the CLI renders.
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
-import stat
-import time
-
-from hostjob import faults, fsutil, jsonio
-from hostjob.errors import (
-    DigestMismatch,
-    ImageError,
-    ImageNotFound,
-    InvalidArgument,
-    InvalidReference,
-    PermissionDenied,
-)
-from hostjob.images import progress as events
+from hostjob.errors import ImageNotFound, InvalidArgument, InvalidReference
 from hostjob.images import reference as refs
-from hostjob.spec import image as spec
+from hostjob.images.content import ContentStore
+from hostjob.images.gc import Collector, ContainerRef, check_container_id
+from hostjob.images.layers import LayerCache
+from hostjob.images.names import NameIndex
+from hostjob.images.resolve import ResolvedImage, Resolver
+from hostjob.images.root import StoreRoot
+from hostjob.units import rfc3339
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
-    from typing import Any, BinaryIO
+    from typing import Any
 
+    from hostjob.images.gc import Freed, Removed
     from hostjob.images.progress import Progress
-    from hostjob.images.sources import Source
+    from hostjob.images.pull import PullResult
+    from hostjob.images.resolve import ImageDetails, ImageSummary
 
-DEFAULT_ROOT = "/var/lib/hostjob"
-STORE_ENV = "HOSTJOB_STORE"
-
-
-def default_root() -> str:
-    """The store when none is given: ``$HOSTJOB_STORE``, else ``/var/lib/hostjob``."""
-    return os.environ.get(STORE_ENV) or DEFAULT_ROOT
-
-
-IMAGES_VERSION = 1
-PULL_WORKERS = 3
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _split_digest(digest: str) -> tuple[str, str]:
-    if not spec.is_digest(digest):
-        raise ImageError(f"invalid digest {digest!r}")
-    algorithm, _, encoded = digest.partition(":")
-    return algorithm, encoded
-
-
-class _Lock:
-    """An ``flock`` on a file, as a context manager."""
-
-    __slots__ = ("fd", "mode", "path")
-
-    def __init__(self, path: str, shared: bool = False) -> None:
-        self.path = path
-        self.mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-        self.fd = -1
-
-    def __enter__(self) -> _Lock:
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        fcntl.flock(self.fd, self.mode)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        os.close(self.fd)  # closing the fd releases the lock
-        self.fd = -1
-
-
-class BlobWriter:
-    """Receives a blob's bytes into a temp file, hashing and counting as they come.
-
-    ``reset()`` starts over (a server that ignored a Range request); ``offset`` is how
-    much arrived (for resuming). More bytes than the descriptor's size fail at once.
-    """
-
-    __slots__ = ("algorithm", "count", "file", "hasher", "limit", "on_bytes")
-
-    def __init__(
-        self,
-        file: BinaryIO,
-        algorithm: str,
-        limit: int | None,
-        on_bytes: Callable[[int], None] | None,
-    ) -> None:
-        import hashlib
-
-        self.file = file
-        self.algorithm = algorithm
-        self.hasher = hashlib.new(algorithm)
-        self.count = 0
-        self.limit = limit
-        self.on_bytes = on_bytes
-
-    @property
-    def offset(self) -> int:
-        return self.count
-
-    def write(self, data: bytes) -> None:
-        self.count += len(data)
-        if self.limit is not None and self.count > self.limit:
-            raise DigestMismatch(f"blob is larger than its declared size {self.limit}")
-        self.hasher.update(data)
-        self.file.write(data)
-        if self.limit is None or self.count < self.limit:
-            faults.point("pull:mid-blob")  # part of the blob is in its temp file
-        if self.on_bytes is not None:
-            self.on_bytes(self.count)
-
-    def reset(self) -> None:
-        import hashlib
-
-        self.file.seek(0)
-        self.file.truncate()
-        self.hasher = hashlib.new(self.algorithm)
-        self.count = 0
-
-    def digest(self) -> str:
-        return f"{self.algorithm}:{self.hasher.hexdigest()}"
-
-
-class ResolvedImage:
-    """An image ready for a container: its config and its layer dirs, bottom first."""
-
-    __slots__ = (
-        "config",
-        "config_digest",
-        "diff_ids",
-        "layer_dirs",
-        "manifest",
-        "manifest_digest",
-        "name",
-    )
-
-    def __init__(
-        self,
-        name: str,
-        manifest_digest: str,
-        manifest: spec.Manifest,
-        config_digest: str,
-        config: spec.ImageConfig,
-        diff_ids: list[str],
-        layer_dirs: list[str],
-    ) -> None:
-        self.name = name
-        self.manifest_digest = manifest_digest
-        self.manifest = manifest
-        self.config_digest = config_digest
-        self.config = config
-        self.diff_ids = diff_ids
-        self.layer_dirs = layer_dirs
-
-    @property
-    def id(self) -> str:
-        """The image ID, Docker's way: the config digest."""
-        return self.config_digest
-
-    def __repr__(self) -> str:
-        return (
-            f"ResolvedImage({self.name!r}, {self.manifest_digest!r}, {len(self.layer_dirs)} layers)"
-        )
+PULL_POLICIES = ("always", "missing", "never")
 
 
 class Store:
-    """The image store. Every verb returns plain JSON-able data for the CLI."""
+    """One image store: its parts, and the verbs the CLI calls."""
 
-    __slots__ = ("_closed", "root")
+    __slots__ = ("content", "gc", "layers", "names", "resolver", "root")
 
     def __init__(self, root: str | None = None) -> None:
-        self.root = os.path.abspath(root or default_root())
-        self._closed = False  # the root was checked to be ours and 0700
-
-    # --- paths ------------------------------------------------------------------------
-
-    def _path(self, *parts: str) -> str:
-        return os.path.join(self.root, *parts)
-
-    def _ensure_dirs(self) -> None:
-        if not self._closed:
-            make_dirs(self.root, 0o700)
-            self._close_root()
-        for sub in ("blobs/sha256", "layers/sha256", "containers", "locks"):
-            make_dirs(self._path(sub), 0o700)
-
-    def _close_root(self) -> None:
-        """Make sure the store's root is ours and 0700, closing a store an older
-        hostjob made 0755. The root's mode is enough to close everything below it
-        (blobs, layers and their setuid files, names, containers): nothing there can
-        be reached without searching the root."""
-        try:
-            st = os.stat(self.root)
-        except FileNotFoundError:
-            return  # nothing stored yet; _ensure_dirs makes it 0700
-        except PermissionError:
-            raise PermissionDenied(
-                f"cannot open the image store {self.root}: it is root's"
-            ) from None
-        if st.st_uid != os.geteuid():
-            raise PermissionDenied(
-                f"image store {self.root} belongs to uid {st.st_uid}, not to hostjob's user;"
-                " refusing it"
-            )
-        if stat.S_IMODE(st.st_mode) != 0o700:
-            os.chmod(self.root, 0o700)
-        self._closed = True
-
-    def blob_path(self, digest: str) -> str:
-        algorithm, encoded = _split_digest(digest)
-        return self._path("blobs", algorithm, encoded)
-
-    def layer_path(self, diff_id: str) -> str:
-        """``layers/<alg>/<hex>``; the tree is its ``diff`` subdirectory."""
-        algorithm, encoded = _split_digest(diff_id)
-        return self._path("layers", algorithm, encoded)
-
-    def layer_dir(self, diff_id: str) -> str:
-        return os.path.join(self.layer_path(diff_id), "diff")
-
-    def has_layer(self, diff_id: str) -> bool:
-        return os.path.exists(os.path.join(self.layer_path(diff_id), "layer.json"))
-
-    def has_blob(self, digest: str) -> bool:
-        return os.path.exists(self.blob_path(digest))
-
-    def _lock(self, name: str, shared: bool = False) -> _Lock:
-        return _Lock(self._path(name), shared)
-
-    def gc_shared(self) -> _Lock:
-        """Hold while using store content that is not named yet; prune waits for it."""
-        self._ensure_dirs()
-        return self._lock("gc.lock", shared=True)
-
-    # --- blobs ------------------------------------------------------------------------
-
-    def read_blob(self, digest: str, limit: int = 64 << 20) -> bytes:
-        """A small (metadata) blob's bytes, re-verified."""
-        try:
-            with open(self.blob_path(digest), "rb") as f:
-                data = f.read(limit + 1)
-        except FileNotFoundError:
-            raise ImageNotFound(f"blob {digest} is not in the store") from None
-        if len(data) > limit:
-            raise ImageError(f"blob {digest} is too large for metadata")
-        algorithm = digest.partition(":")[0]
-        if f"{algorithm}:{_hexdigest(algorithm, data)}" != digest:
-            raise DigestMismatch(f"stored blob {digest} is corrupt")
-        return data
-
-    def write_blob(self, data: bytes, digest: str | None = None) -> str:
-        """Store bytes; returns their sha256 digest (checked against ``digest`` if given)."""
-        import hashlib
-
-        algorithm = digest.partition(":")[0] if digest else "sha256"
-        actual = f"{algorithm}:{hashlib.new(algorithm, data).hexdigest()}"
-        if digest is not None and actual != digest:
-            raise DigestMismatch(f"content digest is {actual}, expected {digest}")
-
-        def fill(writer: BlobWriter) -> None:
-            writer.write(data)
-
-        self.ingest(actual, len(data), fill)
-        return actual
-
-    def ingest(
-        self,
-        digest: str,
-        size: int | None,
-        fill: Callable[[BlobWriter], None],
-        on_bytes: Callable[[int], None] | None = None,
-    ) -> bool:
-        """Make sure blob ``digest`` is stored: ``fill(writer)`` supplies its bytes.
-
-        Returns False when it was already there (nothing fetched). Verified before the
-        rename: a wrong size or digest leaves nothing.
-        """
-        path = self.blob_path(digest)
-        if os.path.exists(path):
-            return False
-        self._ensure_dirs()
-        make_dirs(os.path.dirname(path))
-        algorithm, encoded = _split_digest(digest)
-        with _Lock(self._path("locks", f"blob-{algorithm}-{encoded}.lock")):
-            if os.path.exists(path):
-                return False
-            # Under the blob's lock no other writer of it runs: a temp file of this
-            # digest is what a killed pull left (SPEC §9), removed before we start.
-            prefix = f".tmp-{encoded}-"
-            _remove_stale(os.path.dirname(path), prefix)
-            fd, tmp = _temp_file(os.path.dirname(path), prefix)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    writer = BlobWriter(f, algorithm, size, on_bytes)
-                    fill(writer)
-                    if size is not None and writer.count != size:
-                        raise DigestMismatch(
-                            f"blob {digest} is {writer.count} bytes, its descriptor says {size}"
-                        )
-                    if writer.digest() != digest:
-                        raise DigestMismatch(f"blob digest is {writer.digest()}, expected {digest}")
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.chmod(tmp, 0o644)
-                os.rename(tmp, path)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except FileNotFoundError:
-                    pass
-                raise
-        return True
-
-    # --- layers -----------------------------------------------------------------------
-
-    def ensure_layer(
-        self,
-        diff_id: str,
-        blob_digest: str,
-        size: int | None = None,
-        on_bytes: Callable[[int], None] | None = None,
-    ) -> bool:
-        """Unpack blob ``blob_digest`` as layer ``diff_id`` unless it is there already.
-
-        Returns True when this call unpacked it.
-        """
-        from hostjob.images import unpack
-
-        dest = self.layer_path(diff_id)
-        if self.has_layer(diff_id):
-            return False
-        self._ensure_dirs()
-        make_dirs(os.path.dirname(dest))
-        algorithm, encoded = _split_digest(diff_id)
-        with _Lock(self._path("locks", f"layer-{algorithm}-{encoded}.lock")):
-            if self.has_layer(diff_id):
-                return False
-            if os.path.lexists(dest):  # a leftover without layer.json: not a layer
-                fsutil.remove_tree(dest)
-            # A killed unpack's temp dir (``unpack_to`` names it after the layer).
-            _remove_stale(os.path.dirname(dest), f".tmp-{encoded}-")
-
-            def write_meta(tmp: str, stats: unpack.LayerStats) -> None:
-                meta = stats.to_json()
-                meta["unpacked"] = _now()
-                _write_json(os.path.join(tmp, "layer.json"), meta)
-
-            try:
-                blob = open(self.blob_path(blob_digest), "rb")  # noqa: SIM115
-            except FileNotFoundError:
-                raise ImageNotFound(f"layer blob {blob_digest} is not in the store") from None
-            with blob:
-                unpack.unpack_to(
-                    blob,
-                    dest,
-                    digest=blob_digest,
-                    size=size,
-                    diff_id=diff_id,
-                    on_bytes=on_bytes,
-                    write_meta=write_meta,
-                )
-        return True
-
-    # --- names ------------------------------------------------------------------------
-
-    def _images(self) -> dict[str, dict[str, Any]]:
-        if not self._closed:
-            self._close_root()
-        try:
-            with open(self._path("images.json"), "rb") as f:
-                data = jsonio.loads(f.read())
-        except FileNotFoundError:
-            return {}
-        except ValueError as err:
-            raise ImageError(f"{self._path('images.json')} is corrupt: {err}") from None
-        images = data.get("images") if type(data) is dict else None
-        if type(images) is not dict:
-            raise ImageError(f"{self._path('images.json')} is corrupt: no 'images' object")
-        return images
-
-    def _update_images(self, change: Callable[[dict[str, dict[str, Any]]], None]) -> None:
-        self._ensure_dirs()
-        with self._lock("images.lock"):
-            images = self._images()
-            change(images)
-            _write_json(self._path("images.json"), {"version": IMAGES_VERSION, "images": images})
-
-    def tag(self, name: str, manifest_digest: str, **extra: Any) -> str:
-        """Point ``name`` (normalized) at a stored manifest."""
-        name = _canonical_name(name)
-        if not self.has_blob(manifest_digest):
-            raise ImageNotFound(f"manifest {manifest_digest} is not in the store")
-        record = {"manifest": manifest_digest, "tagged": _now(), **extra}
-
-        def change(images: dict[str, dict[str, Any]]) -> None:
-            images[name] = record
-
-        self._update_images(change)
-        return name
-
-    def lookup(self, name: str) -> tuple[list[str], str]:
-        """``(names, manifest digest)`` of a stored image, read from the names alone (a
-        broken image is found too); ``ImageNotFound`` when there is none."""
-        return self._lookup(name)
-
-    def _lookup(self, name: str) -> tuple[list[str], str]:
-        """``(names, manifest digest)`` for a name, a digest or an image-ID prefix."""
-        images = self._images()
-        if name in images:
-            return [name], images[name]["manifest"]
-        try:
-            canonical = _canonical_name(name)
-        except InvalidReference:
-            canonical = None
-        if canonical and canonical in images:
-            return [canonical], images[canonical]["manifest"]
-        if canonical and "@" in canonical:
-            digest = canonical.rpartition("@")[2]
-            names = [n for n, r in images.items() if r["manifest"] == digest]
-            if names or self.has_blob(digest):
-                return names, digest
-        key = name.removeprefix("sha256:")
-        if len(key) >= 4 and all(c in "0123456789abcdef" for c in key):
-            found: dict[str, list[str]] = {}
-            for n, record in images.items():
-                ids = (record["manifest"], record.get("config", ""))
-                if any(d.removeprefix("sha256:").startswith(key) for d in ids):
-                    found.setdefault(record["manifest"], []).append(n)
-            if len(found) == 1:
-                digest, names = next(iter(found.items()))
-                return sorted(names), digest
-            if len(found) > 1:
-                raise InvalidArgument(f"image ID prefix {name!r} is ambiguous")
-        raise ImageNotFound(f"no such image: {name}")
-
-    # --- reading images ---------------------------------------------------------------
-
-    def manifest(self, digest: str) -> spec.Manifest:
-        raw = self.read_blob(digest)
-        return spec.decode_blob(spec.Manifest, raw, f"manifest {digest}")
-
-    def config(self, digest: str) -> spec.ImageConfig:
-        return spec.decode_blob(spec.ImageConfig, self.read_blob(digest), f"config {digest}")
-
-    def resolve(self, name: str, unpack_missing: bool = True) -> ResolvedImage:
-        """The image's manifest, config and layer dirs (bottom first), for a container.
-
-        Layers whose directory is missing (removed by hand) are unpacked again from
-        their blobs when ``unpack_missing``.
-        """
-        names, digest = self._lookup(name)
-        manifest = self.manifest(digest)
-        if manifest.config is None or manifest.config.digest is None:
-            raise ImageError(f"manifest {digest} has no config")
-        config = self.config(manifest.config.digest)
-        diff_ids = _diff_ids(config, manifest, digest)
-        dirs = []
-        with self.gc_shared():
-            for layer, diff_id in zip(manifest.layers or [], diff_ids, strict=True):
-                if not self.has_layer(diff_id):
-                    if not unpack_missing:
-                        raise ImageError(f"layer {diff_id} of {name} is not unpacked")
-                    assert layer.digest is not None
-                    self.ensure_layer(diff_id, layer.digest, layer.size)
-                dirs.append(self.layer_dir(diff_id))
-        return ResolvedImage(
-            names[0] if names else digest,
-            digest,
-            manifest,
-            manifest.config.digest,
-            config,
-            diff_ids,
-            dirs,
-        )
-
-    def get(
-        self, ref: str, *, pull: str = "missing", progress: Progress | None = None, **kw: Any
-    ) -> ResolvedImage:
-        """The image ``hostjob run IMAGE`` means, pulled per ``--pull always|missing|never``.
-
-        ``ref`` may be a store name, an image ID (prefix), a registry reference, or a
-        local ``oci:``/``oci-archive:``/``docker-archive:`` one (always imported: it is
-        local, and content already in the store is not copied again). ``kw`` goes to
-        ``pull`` (platform, creds, tls_verify, plain_http, docker_config).
-        """
-        if pull not in ("always", "missing", "never"):
-            raise InvalidArgument(f"--pull {pull!r}: expected always, missing or never")
-        parsed = refs.parse(ref)
-        if not parsed.is_registry:
-            info = self.pull(ref, progress=progress, **kw)
-            return self.resolve(info["name"])
-        if pull != "always":
-            try:
-                return self.resolve(ref)
-            except ImageNotFound:
-                if pull == "never":
-                    raise ImageNotFound(f"no such image: {ref} (and --pull never)") from None
-        info = self.pull(ref, progress=progress, **kw)
-        return self.resolve(info["name"])
-
-    def images(self) -> list[dict[str, Any]]:
-        """One row per name: name, id, digest, created, size, platform."""
-        rows = []
-        for name, record in sorted(self._images().items()):
-            row = {"name": name, "digest": record["manifest"], "tagged": record.get("tagged")}
-            try:
-                manifest = self.manifest(record["manifest"])
-                assert manifest.config is not None and manifest.config.digest is not None
-                config = self.config(manifest.config.digest)
-                row["id"] = manifest.config.digest
-                row["created"] = config.created
-                row["platform"] = _platform_of(config)
-                row["size"] = sum(layer.size or 0 for layer in manifest.layers or [])
-                row["layers"] = len(manifest.layers or [])
-            except ImageError as err:
-                row["error"] = str(err)
-            rows.append(row)
-        return rows
-
-    def inspect(self, name: str) -> dict[str, Any]:
-        """Everything about one image: names, digests, manifest, config, layer dirs."""
-        names, digest = self._lookup(name)
-        manifest = self.manifest(digest)
-        assert manifest.config is not None and manifest.config.digest is not None
-        config = self.config(manifest.config.digest)
-        diff_ids = _diff_ids(config, manifest, digest)
-        layers = []
-        for layer, diff_id in zip(manifest.layers or [], diff_ids, strict=True):
-            layers.append(
-                {
-                    "digest": layer.digest,
-                    "mediaType": layer.media_type,
-                    "size": layer.size,
-                    "diffID": diff_id,
-                    "path": self.layer_dir(diff_id) if self.has_layer(diff_id) else None,
-                }
-            )
-        records = self._images()
-        return {
-            "names": names,
-            "id": manifest.config.digest,
-            "digest": digest,
-            "index": next((records[n].get("index") for n in names if n in records), None),
-            "platform": _platform_of(config),
-            "created": config.created,
-            "size": sum(layer.size or 0 for layer in manifest.layers or []),
-            "manifest": manifest.to_json(),
-            "config": config.to_json(),
-            "layers": layers,
-        }
-
-    # --- containers -------------------------------------------------------------------
-
-    def register_container(self, container_id: str, image: ResolvedImage | str) -> None:
-        """Record that a container uses an image's layers; prune keeps them until
-        ``unregister_container``."""
-        _check_container_id(container_id)
-        resolved = image if isinstance(image, ResolvedImage) else self.resolve(image)
-        record = {
-            "image": resolved.name,
-            "manifest": resolved.manifest_digest,
-            "config": resolved.config_digest,
-            "layers": resolved.diff_ids,
-            "registered": _now(),
-        }
-        with self.gc_shared():
-            _write_json(self._path("containers", f"{container_id}.json"), record)
-
-    def unregister_container(self, container_id: str) -> None:
-        _check_container_id(container_id)
-        try:
-            os.unlink(self._path("containers", f"{container_id}.json"))
-        except FileNotFoundError:
-            pass
-
-    def containers(self) -> dict[str, dict[str, Any]]:
-        out = {}
-        try:
-            names = os.listdir(self._path("containers"))
-        except FileNotFoundError:
-            return {}
-        for entry in names:
-            if not entry.endswith(".json") or entry.startswith("."):
-                continue
-            try:
-                with open(self._path("containers", entry), "rb") as f:
-                    out[entry[:-5]] = jsonio.loads(f.read())
-            except (OSError, ValueError):
-                continue
-        return out
-
-    def rw_dir(self, container_id: str) -> str:
-        """Where a container's upper and work dirs live by default: ``rw/<id>``."""
-        _check_container_id(container_id)
-        return self._path("rw", container_id)
-
-    def mount_container(
-        self,
-        container_id: str,
-        image: ResolvedImage | str,
-        target: str,
-        *,
-        rw_dir: str | None = None,
-        volatile: bool = True,
-    ) -> dict[str, Any]:
-        """Register the container's use of ``image`` and mount its overlay at ``target``.
-
-        A fresh upper/work pair is made in ``rw_dir`` (default ``rw_dir(id)``).
-        Returns ``{target, upper, work, method, image, manifest}``. Undo with
-        ``unmount_container``; it is idempotent, so it also cleans up after a crash.
-        """
-        from hostjob.images.overlay import ContainerRootfs
-
-        with self.gc_shared():
-            resolved = image if isinstance(image, ResolvedImage) else self.resolve(image)
-            self.register_container(container_id, resolved)
-            rootfs = ContainerRootfs(
-                resolved.layer_dirs, rw_dir or self.rw_dir(container_id), target
-            )
-            try:
-                method = rootfs.mount(volatile=volatile)
-            except BaseException:
-                self.unregister_container(container_id)
-                raise
-        return {
-            "target": rootfs.target,
-            "upper": rootfs.upper,
-            "work": rootfs.work,
-            "method": method,
-            "image": resolved.name,
-            "manifest": resolved.manifest_digest,
-        }
-
-    def unmount_container(
-        self, container_id: str, target: str, *, rw_dir: str | None = None
-    ) -> None:
-        """Unmount the container's overlay, remove its upper/work dirs, unregister it."""
-        from hostjob.images.overlay import ContainerRootfs
-
-        ContainerRootfs([], rw_dir or self.rw_dir(container_id), target).unmount()
-        self.unregister_container(container_id)
-
-    # --- removing ---------------------------------------------------------------------
-
-    def remove(self, name: str, force: bool = False) -> dict[str, Any]:
-        """``rmi``: drop the name(s), then free what nothing uses any more.
-
-        An image a registered container uses is refused unless ``force``.
-        """
-        names, digest = self._lookup(name)
-        if not force:
-            users = [c for c, rec in self.containers().items() if rec.get("manifest") == digest]
-            if users:
-                raise ImageError(
-                    f"image {name} is in use by container(s) {', '.join(sorted(users))}"
-                )
-        to_remove = set(names)
-
-        def change(images: dict[str, dict[str, Any]]) -> None:
-            for n in to_remove:
-                images.pop(n, None)
-
-        self._update_images(change)
-        freed = self.prune()
-        return {"untagged": sorted(to_remove), "deleted": digest, **freed}
-
-    def prune(self) -> dict[str, Any]:
-        """Remove every blob and layer no image name or registered container uses.
-
-        Returns ``{"bytes": freed, "blobs": n, "layers": n}``.
-        """
-        self._ensure_dirs()
-        freed = {"bytes": 0, "blobs": 0, "layers": 0}
-        with self._lock("gc.lock"):
-            keep_blobs: set[str] = set()
-            keep_layers: set[str] = set()
-            roots = [(r["manifest"], r.get("index")) for r in self._images().values()]
-            for record in self.containers().values():
-                roots.append((record.get("manifest", ""), None))
-                keep_layers.update(d for d in record.get("layers") or [] if spec.is_digest(d))
-                if spec.is_digest(record.get("config") or ""):
-                    keep_blobs.add(record["config"])
-            for manifest_digest, index_digest in roots:
-                if index_digest:
-                    keep_blobs.add(index_digest)
-                if not spec.is_digest(manifest_digest or ""):
-                    continue
-                keep_blobs.add(manifest_digest)
-                try:
-                    manifest = self.manifest(manifest_digest)
-                except ImageError:
-                    continue
-                if manifest.config is not None and manifest.config.digest:
-                    keep_blobs.add(manifest.config.digest)
-                    try:
-                        rootfs = self.config(manifest.config.digest).rootfs
-                    except ImageError:
-                        rootfs = None
-                    if rootfs is not None:
-                        keep_layers.update(rootfs.diff_ids or [])
-                keep_blobs.update(layer.digest for layer in manifest.layers or [] if layer.digest)
-            for algorithm in _listdir(self._path("blobs")):
-                folder = self._path("blobs", algorithm)
-                for entry in _listdir(folder):
-                    if f"{algorithm}:{entry}" in keep_blobs:
-                        continue
-                    path = os.path.join(folder, entry)
-                    freed["bytes"] += _tree_size(path)
-                    _remove_path(path)
-                    if not entry.startswith(".tmp-"):
-                        freed["blobs"] += 1
-            for algorithm in _listdir(self._path("layers")):
-                folder = self._path("layers", algorithm)
-                for entry in _listdir(folder):
-                    if f"{algorithm}:{entry}" in keep_layers:
-                        continue
-                    path = os.path.join(folder, entry)
-                    freed["bytes"] += _tree_size(path)
-                    _remove_path(path)
-                    if not entry.startswith(".tmp-"):
-                        freed["layers"] += 1
-            for entry in _listdir(self._path("locks")):
-                _remove_path(self._path("locks", entry))
-        return freed
+        top = StoreRoot(root)
+        self.root = top.path
+        self.content = ContentStore(top)
+        self.layers = LayerCache(top, self.content)
+        self.names = NameIndex(top, self.content)
+        self.gc = Collector(top, self.content, self.layers, self.names)
+        self.resolver = Resolver(self.content, self.layers, self.names, self.gc)
 
     # --- pulling ----------------------------------------------------------------------
 
-    def pull(
-        self,
-        ref: str,
-        *,
-        name: str | None = None,
-        platform: str | None = None,
-        creds: str | None = None,
-        tls_verify: bool = True,
-        plain_http: bool = False,
-        docker_config: str | None = None,
-        progress: Progress | None = None,
-    ) -> dict[str, Any]:
-        """Fetch an image from any source (registry or archive) into the store.
+    def pull(self, ref: str, *, progress: Progress | None = None, **options: Any) -> PullResult:
+        """Fetch an image from any source (registry or archive) into the store and name
+        it. ``options``: ``name``, ``platform``, ``creds``, ``tls_verify``,
+        ``plain_http``, ``docker_config`` (see ``hostjob.images.pull.Puller.pull``)."""
+        from hostjob.images.pull import Puller
 
-        ``ref`` is any form ``hostjob.images.reference.parse`` accepts. The image is
-        named ``name``, else the reference's own name (registry), the name recorded in
-        the archive, or ``localhost/<file name>:<tag>``. Returns the ``images()`` row
-        plus ``layers_unpacked``/``blobs_fetched`` counts.
-        """
-        from hostjob.images import platforms
-        from hostjob.images.sources import open_source
+        puller = Puller(self.content, self.layers, self.names, self.gc)
+        return puller.pull(ref, progress=progress, **options)
 
-        parsed = refs.parse(ref)
-        if platform:
-            platforms.parse(platform)  # a bad --platform fails before any network
-        source = open_source(
-            parsed,
-            platform=platform,
-            creds=creds,
-            tls_verify=tls_verify,
-            plain_http=plain_http,
-            docker_config=docker_config,
-        )
-        try:
-            return self.pull_from(source, parsed, name=name, platform=platform, progress=progress)
-        finally:
-            source.close()
-
-    def import_archive(self, ref: str, **kw: Any) -> dict[str, Any]:
+    def import_archive(
+        self, ref: str, *, progress: Progress | None = None, **options: Any
+    ) -> PullResult:
         """``import``: an ``oci:``, ``oci-archive:`` or ``docker-archive:`` reference."""
         if refs.parse(ref).is_registry:
             raise InvalidReference(
                 f"{ref!r} is a registry reference; import takes oci:, oci-archive: or"
                 " docker-archive:"
             )
-        return self.pull(ref, **kw)
+        return self.pull(ref, progress=progress, **options)
 
-    def pull_from(
+    def get(
         self,
-        source: Source,
-        ref: refs.Reference,
+        ref: str,
         *,
-        name: str | None = None,
-        platform: str | None = None,
+        pull: str = "missing",
         progress: Progress | None = None,
-    ) -> dict[str, Any]:
-        from hostjob.images import platforms
+        **options: Any,
+    ) -> ResolvedImage:
+        """The image ``hostjob run IMAGE`` means, pulled per ``--pull always|missing|never``.
 
-        emit = progress or (lambda event: None)
-        wanted = platforms.parse(platform) if platform else platforms.host()
-        emit(events.Event(events.RESOLVING, source.description))
-        raw, media_type, digest = source.top()
-        index_digest = None
-        counts = {"blobs_fetched": 0, "layers_unpacked": 0}
-        with self.gc_shared():
-            media_type = media_type or spec.sniff_media_type(raw)
-            top_digest = self._save_metadata(raw, digest)
-            if media_type in spec.INDEX_TYPES:
-                index_digest = top_digest
-                index = spec.decode_blob(spec.Index, raw, f"index {top_digest}")
-                chosen = platforms.choose(index.manifests or [], wanted)
-                assert chosen.digest is not None
-                raw = source.manifest(chosen)
-                digest = self._save_metadata(raw, chosen.digest, chosen.size)
-                media_type = chosen.media_type or spec.sniff_media_type(raw)
-            else:
-                digest = top_digest
-            if media_type not in spec.MANIFEST_TYPES:
-                raise ImageError(f"unsupported manifest type {media_type!r}")
-            emit(events.Event(events.RESOLVED, digest))
-            manifest = spec.decode_blob(spec.Manifest, raw, f"manifest {digest}")
-            config_desc = manifest.config
-            if config_desc is None or config_desc.digest is None:
-                raise ImageError(f"manifest {digest} has no config")
-            if config_desc.media_type not in (*spec.CONFIG_TYPES, None):
-                raise ImageError(f"not a container image (config type {config_desc.media_type})")
-            layers = manifest.layers or []
-            for layer in layers:
-                if layer.media_type in spec.FOREIGN_LAYER_TYPES:
-                    raise ImageError(f"foreign layer {layer.digest} ({layer.media_type}) refused")
-                if layer.media_type not in (*spec.LAYER_TYPES, None):
-                    raise ImageError(f"unsupported layer type {layer.media_type!r}")
-                if layer.digest is None:
-                    raise ImageError(f"manifest {digest} has a layer without a digest")
-            if self.ingest(
-                config_desc.digest,
-                config_desc.size,
-                lambda w: source.copy_blob(config_desc, w),
-            ):
-                counts["blobs_fetched"] += 1
-            config = self.config(config_desc.digest)
-            diff_ids = _diff_ids(config, manifest, digest)
-            if config.os and config.os != "linux":
-                raise ImageError(f"image is for {config.os}, not linux")
-            self._fetch_layers(source, layers, diff_ids, emit, counts)
-            image_name = name or _default_name(ref, source)
-            self.tag(
-                image_name,
-                digest,
-                index=index_digest,
-                config=config_desc.digest,
-                source=str(ref),
-            )
-        emit(events.Event(events.DONE, _canonical_name(image_name)))
-        row = next(r for r in self.images() if r["name"] == _canonical_name(image_name))
-        return {**row, **counts}
-
-    def _save_metadata(self, raw: bytes, digest: str | None, size: int | None = None) -> str:
-        if size is not None and len(raw) != size:
-            raise DigestMismatch(f"manifest {digest} is {len(raw)} bytes, expected {size}")
-        return self.write_blob(raw, digest)
-
-    def _fetch_layers(
-        self,
-        source: Source,
-        layers: list[spec.Descriptor],
-        diff_ids: list[str],
-        emit: Progress,
-        counts: dict[str, int],
-    ) -> None:
-        import threading
-        from concurrent.futures import ThreadPoolExecutor
-
-        lock = threading.Lock()
-
-        def one(layer: spec.Descriptor, diff_id: str) -> None:
-            assert layer.digest is not None
-            item = layer.digest
-            if self.has_layer(diff_id) and self.has_blob(layer.digest):
-                emit(events.Event(events.CACHED, item, layer.size or 0, layer.size))
-                return
-            meter = events.Meter(emit, events.DOWNLOADING, item, layer.size)
-            fetched = self.ingest(
-                layer.digest, layer.size, lambda w: source.copy_blob(layer, w), on_bytes=meter
-            )
-            if fetched:
-                emit(events.Event(events.VERIFYING, item, layer.size or 0, layer.size))
-            unpack_meter = events.Meter(emit, events.UNPACKING, item, layer.size)
-            unpacked = self.ensure_layer(diff_id, layer.digest, layer.size, on_bytes=unpack_meter)
-            with lock:
-                counts["blobs_fetched"] += int(fetched)
-                counts["layers_unpacked"] += int(unpacked)
-            emit(events.Event(events.DONE, item, layer.size or 0, layer.size))
-
-        if len(layers) <= 1:
-            for layer, diff_id in zip(layers, diff_ids, strict=True):
-                one(layer, diff_id)
-            return
-        with ThreadPoolExecutor(max_workers=min(PULL_WORKERS, len(layers))) as pool:
-            futures = [pool.submit(one, x, d) for x, d in zip(layers, diff_ids, strict=True)]
-            errors = [f.exception() for f in futures]
-        for err in errors:
-            if err is not None:
-                raise err
-
-
-# --- helpers --------------------------------------------------------------------------
-
-
-def _check_container_id(container_id: str) -> None:
-    if (
-        not container_id
-        or "/" in container_id
-        or "\0" in container_id
-        or container_id in (".", "..")
-        or len(container_id) > 1024
-    ):
-        raise InvalidArgument(f"invalid container ID {container_id!r}")
-
-
-def _canonical_name(name: str) -> str:
-    return refs.normalize(name)
-
-
-def _default_name(ref: refs.Reference, source: Source) -> str:
-    if ref.is_registry:
-        return ref.name
-    if source.name_hint:
-        return source.name_hint
-    base = os.path.basename(os.path.normpath(ref.path or "image"))
-    stem = base.split(".")[0].lower()
-    cleaned = "".join(c if c.isalnum() else "-" for c in stem).strip("-") or "image"
-    tag = ref.tag if ref.tag and "/" not in ref.tag and ":" not in ref.tag else "latest"
-    try:
-        return refs.normalize(f"localhost/{cleaned}:{tag}")
-    except InvalidReference:
-        return f"localhost/{cleaned}:latest"
-
-
-def _diff_ids(config: spec.ImageConfig, manifest: spec.Manifest, digest: str) -> list[str]:
-    diff_ids = (config.rootfs.diff_ids if config.rootfs else None) or []
-    if len(diff_ids) != len(manifest.layers or []):
-        raise ImageError(
-            f"image {digest}: {len(manifest.layers or [])} layers but {len(diff_ids)} diffIDs"
-        )
-    return diff_ids
-
-
-def _platform_of(config: spec.ImageConfig) -> str:
-    out = f"{config.os or '?'}/{config.architecture or '?'}"
-    return f"{out}/{config.variant}" if config.variant else out
-
-
-def _write_json(path: str, data: object) -> None:
-    folder, base = os.path.split(path)
-    fd, tmp = _temp_file(folder, f".{base}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(jsonio.dumps(_sorted_keys(data), 1).encode() + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def make_dirs(path: str, mode: int = 0o755) -> None:
-    """``os.makedirs`` whose every new directory gets exactly ``mode`` (parents 0o755),
-    whatever the umask: makedirs gives parents ``0o777 & ~umask``, world-writable
-    under a umask of 0, and the store's tree must never be."""
-    if os.path.isdir(path):
-        return
-    parent = os.path.dirname(path)
-    if parent and parent != path:
-        make_dirs(parent)
-    try:
-        os.mkdir(path, mode)
-    except FileExistsError:
-        return
-    os.chmod(path, mode)
-
-
-def _remove_stale(folder: str, prefix: str) -> None:
-    """Remove the entries of ``folder`` named ``prefix*`` (temps of a killed writer)."""
-    for entry in _listdir(folder):
-        if entry.startswith(prefix):
-            _remove_path(os.path.join(folder, entry))
-
-
-def _listdir(path: str) -> list[str]:
-    try:
-        return sorted(os.listdir(path))
-    except FileNotFoundError:
-        return []
-
-
-def _tree_size(path: str) -> int:
-    total = 0
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return 0
-    if not stat.S_ISDIR(st.st_mode):
-        return st.st_blocks * 512
-    for dirpath, dirnames, filenames in os.walk(path):
-        for entry in dirnames + filenames:
+        ``ref`` may be a store name, an image ID (prefix), a registry reference, or a
+        local ``oci:``/``oci-archive:``/``docker-archive:`` one (always imported: it is
+        local, and content already in the store is not copied again). ``options`` go
+        to ``pull``.
+        """
+        if pull not in PULL_POLICIES:
+            raise InvalidArgument(f"--pull {pull!r}: expected always, missing or never")
+        if refs.parse(ref).is_registry and pull != "always":
             try:
-                total += os.lstat(os.path.join(dirpath, entry)).st_blocks * 512
-            except FileNotFoundError:
-                pass
-    return total
+                return self.resolve(ref)
+            except ImageNotFound as err:
+                if pull == "never":
+                    raise ImageNotFound(f"no such image: {ref} (and --pull never)") from err
+        return self.resolve(self.pull(ref, progress=progress, **options).name)
 
+    # --- reading ----------------------------------------------------------------------
 
-def _remove_path(path: str) -> None:
-    fsutil.remove_tree(path)  # a file, a symlink or a whole tree; a missing one is fine
+    def lookup(self, name: str) -> tuple[list[str], str]:
+        """``(names, manifest digest)`` of a stored image, from the names alone (a broken
+        image is found too); ``ImageNotFound`` when there is none."""
+        return self.names.lookup(name)
 
+    def resolve(self, name: str, unpack_missing: bool = True) -> ResolvedImage:
+        """The image's manifest, config and layer dirs (bottom first), for a container;
+        missing layer dirs are unpacked again from their blobs if ``unpack_missing``."""
+        return self.resolver.resolve(name, unpack_missing)
 
-def _sorted_keys(value: Any) -> Any:
-    """``value`` with every object's keys in order (stable, diffable store files)."""
-    if type(value) is dict:
-        return {k: _sorted_keys(value[k]) for k in sorted(value)}
-    if type(value) is list:
-        return [_sorted_keys(v) for v in value]
-    return value
+    def images(self) -> list[ImageSummary]:
+        """One per name, sorted: name, ID, digest, created, size, platform."""
+        return self.resolver.summaries()
 
+    def inspect(self, name: str) -> ImageDetails:
+        """Everything about one image: names, digests, manifest, config, layers."""
+        return self.resolver.details(name)
 
-def _temp_file(folder: str, prefix: str) -> tuple[int, str]:
-    """A new file (O_EXCL, 0600) named ``prefix`` + a random suffix: tempfile.mkstemp,
-    without what importing tempfile costs (shutil, random, weakref: ~3 ms)."""
-    for _ in range(100):
-        path = os.path.join(folder, f"{prefix}{os.urandom(6).hex()}")
-        try:
-            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            return os.open(path, flags, 0o600), path
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"no free temporary name in {folder}")
+    # --- containers -------------------------------------------------------------------
 
+    def register_container(self, container_id: str, image: ResolvedImage | str) -> None:
+        """Record that a container uses an image's content; prune keeps it until
+        ``unregister_container``."""
+        check_container_id(container_id)
+        resolved = image if isinstance(image, ResolvedImage) else self.resolve(image)
+        self.gc.register(
+            ContainerRef(
+                container_id,
+                resolved.name,
+                resolved.manifest_digest,
+                resolved.config_digest,
+                resolved.diff_ids,
+                rfc3339(),
+            )
+        )
 
-def _hexdigest(algorithm: str, data: bytes) -> str:
-    """The digest of a small blob, by CPython's own sha256/sha512 (built in): hashlib's
-    OpenSSL backend costs ~3 ms to load, which a cached ``run`` would pay for two
-    metadata blobs. Big blobs (pulls) go through hashlib."""
-    if algorithm in ("sha256", "sha512"):
-        module: Any = __import__(f"_{algorithm}")  # no type stubs for these
-        digest: str = getattr(module, algorithm)(data).hexdigest()
-        return digest
-    import hashlib
+    def unregister_container(self, container_id: str) -> None:
+        self.gc.unregister(container_id)
 
-    return hashlib.new(algorithm, data).hexdigest()
+    def containers(self) -> dict[str, ContainerRef]:
+        return self.gc.containers()
 
+    # --- removing ---------------------------------------------------------------------
 
-def walk_blobs(store: Store) -> Iterator[str]:
-    """Every stored blob digest (for tests and ``fsck``-style tools)."""
-    for algorithm in _listdir(store._path("blobs")):
-        for entry in _listdir(store._path("blobs", algorithm)):
-            if not entry.startswith("."):
-                yield f"{algorithm}:{entry}"
+    def remove(self, name: str, force: bool = False) -> Removed:
+        """``rmi``: drop the name(s), then free what nothing uses any more; an image a
+        registered container uses is refused unless ``force``."""
+        return self.gc.remove(name, force)
+
+    def prune(self) -> Freed:
+        """Remove every blob and layer no image name or registered container uses."""
+        return self.gc.prune()

@@ -30,21 +30,20 @@ layer leaves nothing behind.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat
 import tarfile
 
 from hostjob import faults
 from hostjob.errors import DigestMismatch, HostjobError, UnpackError
+from hostjob.images.content import Digester
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any, BinaryIO, Protocol, Self
+    from typing import Any, BinaryIO, Self
 
-    class Readable(Protocol):
-        def read(self, size: int = -1, /) -> bytes: ...
+    from hostjob.images.content import Readable
 
 
 CHUNK = 1 << 20
@@ -93,53 +92,6 @@ class LayerStats:
 
 
 # --- readers --------------------------------------------------------------------------
-
-
-class HashingReader:
-    """Reads through ``src``, hashing and counting; refuses more than ``limit`` bytes."""
-
-    __slots__ = ("count", "hasher", "limit", "on_bytes", "src", "what")
-
-    def __init__(
-        self,
-        src: Readable,
-        algorithm: str = "sha256",
-        limit: int | None = None,
-        on_bytes: Callable[[int], None] | None = None,
-        what: str = "blob",
-    ) -> None:
-        self.src = src
-        self.hasher = hashlib.new(algorithm)
-        self.count = 0
-        self.limit = limit
-        self.on_bytes = on_bytes
-        self.what = what
-
-    def read(self, size: int = -1, /) -> bytes:
-        data = self.src.read(size)
-        if data:
-            self.hasher.update(data)
-            self.count += len(data)
-            if self.limit is not None and self.count > self.limit:
-                raise DigestMismatch(f"{self.what} is larger than its declared size {self.limit}")
-            if self.on_bytes is not None:
-                self.on_bytes(self.count)
-        return data
-
-    def readinto(self, buffer: Any, /) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def readable(self) -> bool:
-        return True
-
-    def drain(self) -> None:
-        while self.read(CHUNK):
-            pass
-
-    def digest(self) -> str:
-        return f"{self.hasher.name}:{self.hasher.hexdigest()}"
 
 
 class _Prefixed:
@@ -604,10 +556,10 @@ def extract(
     failure ``root`` may hold a partial tree: callers use ``unpack_to``.
     """
     algorithm = digest.partition(":")[0] if digest else "sha256"
-    raw = HashingReader(src, algorithm, limit=size, on_bytes=on_bytes, what="layer blob")
+    raw = Digester(src, algorithm, limit=size, on_bytes=on_bytes, what="layer blob")
     tar_stream, compression = open_decompressed(raw, backend)
     diff_algorithm = diff_id.partition(":")[0] if diff_id else "sha256"
-    plain = HashingReader(tar_stream, diff_algorithm, what="layer tar")
+    plain = Digester(tar_stream, diff_algorithm, what="layer tar")
     root_fd = os.open(root, _DIR_FLAGS)
     extractor = _Extractor(root_fd)
     try:

@@ -43,10 +43,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.images.store import ResolvedImage
     from hostjob.job import JobConfig, ProcessConfig
     from hostjob.runtime.execute import ExecOptions
     from hostjob.runtime.init import Child
+    from hostjob.runtime.mounts import RootfsProvider
     from hostjob.spec import runtime as wire
     from hostjob.spec.state import State
 
@@ -66,16 +66,20 @@ def stop_grace() -> float:
 
 
 class CreateOptions:
-    """How ``create`` is asked to start the container process (runc's create flags),
-    and for ``hostjob run IMAGE`` the image whose overlay becomes the rootfs."""
+    """How ``create`` is asked to start the container process (runc's create flags).
+
+    ``rootfs`` makes a rootfs the runtime does not own before anything is mounted
+    (``hostjob run IMAGE``'s overlay; see ``hostjob.runtime.mounts.RootfsProvider``):
+    the runtime records its undo entries and knows nothing else of it. Such a rootfs
+    lives in the container's state directory, which is then opened (0711) to a
+    non-root job user so that its processes can reach it."""
 
     __slots__ = (
         "bundle_config",
         "console_socket",
-        "image",
-        "image_store",
         "pid_file",
         "preserve_fds",
+        "rootfs",
         "systemd_cgroup",
     )
 
@@ -85,16 +89,14 @@ class CreateOptions:
         console_socket: str | int | None = None,
         preserve_fds: int = 0,
         systemd_cgroup: bool = False,
-        image: ResolvedImage | None = None,
-        image_store: str | None = None,
+        rootfs: RootfsProvider | None = None,
         bundle_config: dict[str, Any] | None = None,
     ) -> None:
         self.pid_file = pid_file
         self.console_socket = console_socket
         self.preserve_fds = preserve_fds
         self.systemd_cgroup = systemd_cgroup
-        self.image = image
-        self.image_store = image_store
+        self.rootfs = rootfs
         self.bundle_config = bundle_config  # written as <state dir>/config.json
 
 
@@ -290,7 +292,7 @@ class Container:
             # Only root may write the start byte (the process opens the read end as root).
             os.mkfifo(fifo, 0o600)
             plan = resolve.plan(job, job.process)
-            if options.image is not None and plan.user.uid != 0:
+            if options.rootfs is not None and plan.user.uid != 0:
                 store.open_for_user(container_id)
             setup = init.ChildSetup(plan, manager.entry())
             setup.fifo = fifo
@@ -352,10 +354,8 @@ class Container:
             path = os.path.join(self.store.dir(self.id), "config.json")
             data = jsonio.dumps(options.bundle_config, 2) + "\n"
             fsutil.write_atomic(path, data.encode(), mode=0o600)
-        if options.image is not None:
-            mounts.mount_image(
-                self.id, job, options.image, options.image_store or "", self._record_change
-            )
+        if options.rootfs is not None:
+            options.rootfs.prepare(self.id, job, self._record_change)
         if job.mount_mode == "bind":
             mounts.prepare_bind(job, self._record_change, self._adopt_shared_path)
         else:

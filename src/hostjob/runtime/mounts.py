@@ -37,37 +37,31 @@ from hostjob.errors import MountError, StartError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Protocol
 
-    from hostjob.images.store import ResolvedImage
     from hostjob.job import JobConfig
+
+    class RootfsProvider(Protocol):
+        """Makes a container's rootfs that the runtime does not own (``hostjob run
+        IMAGE``'s overlay: ``hostjob.images.rootfs.ImageRootfs``), given as
+        ``CreateOptions.rootfs``. ``prepare`` runs in ``create`` before the mount mode
+        is set up, and makes ``job.rootfs``; it calls ``record(kind, path)`` with one
+        of the undo kinds below before each change it makes, so ``delete`` undoes it
+        like any other step, without the provider's code (also after a crash)."""
+
+        def prepare(
+            self, container_id: str, job: JobConfig, record: Callable[[str, str], None]
+        ) -> None: ...
 
 
 # The undo log: (kind, path) entries, recorded before each change and undone in
 # reverse order at delete. Kinds: a mount, a path hostjob created (or a whole tree),
-# and an empty directory of the image that a volume link replaced (put back).
+# and an empty directory of the image that a volume link replaced (put back). These
+# are the whole vocabulary: a RootfsProvider records its changes with them too.
 UNMOUNT = "unmount"
 REMOVE = "remove"
 REMOVE_TREE = "remove-tree"  # a directory and all it holds (an overlay's upper/work dirs)
 RESTORE_DIR = "restore-dir"
-
-
-def mount_image(
-    container_id: str,
-    job: JobConfig,
-    image: ResolvedImage,
-    store_root: str,
-    record: Callable[[str, str], None],
-) -> None:
-    """``hostjob run IMAGE``: the image's overlay (a fresh writable layer over its
-    layers, registered with the store so prune keeps them) at the rootfs path."""
-    from hostjob.images.store import Store
-
-    store = Store(store_root)
-    rw_dir = store.rw_dir(container_id)
-    record(REMOVE_TREE, rw_dir)
-    record(REMOVE, fsutil.canonical(os.path.join(store.root, "containers", f"{container_id}.json")))
-    record(UNMOUNT, fsutil.canonical(job.rootfs))
-    store.mount_container(container_id, image, job.rootfs, rw_dir=rw_dir)
 
 
 def prepare_host(job: JobConfig, record: Callable[[str, str], None]) -> None:

@@ -4,7 +4,9 @@ The runtime stays the container process's parent (``foreground``): it forwards
 signals, proxies the terminal when there is no console socket, returns the
 program's exit status (128+N when killed by signal N), ends the rest of the job
 (SIGTERM, then SIGKILL after the grace period) and deletes the container.
-``detach`` returns once the program runs.
+``detach`` returns once the program runs; ``remove_when_done`` deletes a detached
+container when it ends (``run -d --rm``). ``hostjob run IMAGE`` is this run of a
+container whose rootfs an image provides (``hostjob.images.run``).
 """
 
 from __future__ import annotations
@@ -18,9 +20,7 @@ from hostjob.runtime.foreground import TerminalPair, ignore_signals, reap_orphan
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
 
-    from hostjob.images.runspec import RunFlags
     from hostjob.job import JobConfig
 
 
@@ -82,61 +82,9 @@ def run(
     return proc.exit_code(wait_status)
 
 
-def run_image(
-    ref: str,
-    flags: RunFlags,
-    *,
-    root: str,
-    store_root: str | None = None,
-    name: str | None = None,
-    pull: str = "missing",
-    pull_options: dict[str, Any] | None = None,
-    quiet: bool = False,
-    options: CreateOptions | None = None,
-    detach: bool = False,
-    remove: bool = False,
-    subreaper: bool = True,
-) -> tuple[str, int]:
-    """``hostjob run IMAGE``: pull (per ``pull``) and run a job container of an image.
-
-    Returns (container ID, exit status). Without ``remove`` the stopped container
-    stays, with its writable layer, until ``delete``; with ``detach`` and ``remove``
-    a small remover process deletes it once its program exits.
-    """
-    from hostjob import config
-    from hostjob.images import progress
-    from hostjob.images.runspec import build_spec
-    from hostjob.images.store import Store
-    from hostjob.runtime.state_dir import StateStore, validate_id
-    from hostjob.spec import runtime as wire
-
-    container_id = validate_id(name) if name else os.urandom(6).hex()
-    flags.check()
-    store = Store(store_root)
-    render = progress.renderer(quiet=quiet)
-    try:
-        image = store.get(ref, pull=pull, progress=render, **(pull_options or {}))
-    finally:
-        progress.close(render)
-    spec = build_spec(image.config.config, flags)
-    bundle = StateStore(root).dir(container_id)
-    job = config.to_job_config(wire.Spec.decode(spec), bundle, container_id)
-    job.image = image.name
-    options = options or CreateOptions()
-    options.image = image
-    options.image_store = store.root
-    options.bundle_config = spec
-    code = run(
-        container_id, job, root=root, options=options, detach=detach, keep=not remove,
-        subreaper=subreaper,
-    )  # fmt: skip
-    if detach and remove:
-        _spawn_remover(container_id, root)
-    return container_id, code
-
-
-def _spawn_remover(container_id: str, root: str) -> None:
-    """A detached ``--rm`` container: a process that deletes it when its program exits."""
+def remove_when_done(container_id: str, root: str) -> None:
+    """For a detached ``--rm`` container: a process (detached from ours) that deletes
+    it once its program exits."""
     pid = os.fork()
     if pid:
         os.waitpid(pid, 0)

@@ -32,10 +32,10 @@ def test_skopeo_docker_archive_and_oci_archive(store, tmp_path):
     )
     skopeo_copy(f"oci:{tmp_path / 'layout'}:v1", f"oci-archive:{tmp_path / 'o.tar'}:v1")
     info = store.import_archive(f"docker-archive:{tmp_path / 'd.tar'}")
-    assert info["name"] == "example.com/app:v1"
+    assert info.name == "example.com/app:v1"
     check(store, "example.com/app:v1", 3)
     info = store.import_archive(f"oci-archive:{tmp_path / 'o.tar'}:v1")
-    assert info["name"] == "localhost/o:v1" and info["layers_unpacked"] == 0, "same layers, shared"
+    assert info.name == "localhost/o:v1" and info.layers_unpacked == 0, "same layers, shared"
     check(store, "localhost/o:v1", 3)
 
 
@@ -45,5 +45,5 @@ def test_many_layer_archive_read_in_parallel(store, tmp_path):
     with tarfile.open(archive, "w") as tf:
         tf.add(tmp_path / "layout", arcname=".")
     info = store.import_archive(f"oci-archive:{archive}")
-    assert info["layers_unpacked"] == 8
-    check(store, info["name"], 8)
+    assert info.layers_unpacked == 8
+    check(store, info.name, 8)

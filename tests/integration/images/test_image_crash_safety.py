@@ -26,7 +26,7 @@ DRIVER = (
     "import sys\n"
     "from hostjob.images.store import Store\n"
     "info = Store(sys.argv[1]).pull(sys.argv[2], plain_http=True)\n"
-    "print(info['name'])\n"
+    "print(info.name)\n"
 )
 
 
@@ -109,7 +109,7 @@ def test_pull_killed_then_pulled_again(tmp_path: Path, point: str, source: str) 
         done = pull(store_root, ref)
         assert done.returncode == 0, done.stderr
         assert "Traceback" not in done.stderr
-        name = Store(store_root).images()[0]["name"]
+        name = Store(store_root).images()[0].name
     assert_store_consistent(store_root, name)
 
 

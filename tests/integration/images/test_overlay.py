@@ -11,6 +11,9 @@ import pytest
 
 from hostjob.errors import ImageError
 from hostjob.images import overlay
+from hostjob.images.resolve import ResolvedImage
+from hostjob.images.rootfs import ContainerRootfs, ImageRootfs, MountedRootfs, unmount_image
+from hostjob.images.store import Store
 from hostjob.mountinfo import is_mountpoint
 from tests.fixtures.images import write_layout
 from tests.fixtures.tars import entry, make_tar
@@ -41,12 +44,17 @@ TOP = make_tar(
 )
 
 
+def mount(store: Store, cid: str, image: str | ResolvedImage, target: str) -> MountedRootfs:
+    resolved = image if isinstance(image, ResolvedImage) else store.resolve(image)
+    return ImageRootfs(store.gc, resolved).mount(cid, target)
+
+
 def test_whiteouts_and_opaque_dirs_through_overlay(store, tmp_path):
     write_layout(str(tmp_path / "img"), [BASE, TOP], tag="v1")
     info = store.pull(f"oci:{tmp_path / 'img'}:v1", name="test/wh:v1")
-    assert info["layers_unpacked"] == 2
+    assert info.layers_unpacked == 2
     target = tmp_path / "rootfs"
-    mounted = store.mount_container("c1", "test/wh:v1", str(target))
+    mounted = mount(store, "c1", "test/wh:v1", str(target))
     try:
         assert is_mountpoint(str(target))
         line = next(
@@ -62,11 +70,11 @@ def test_whiteouts_and_opaque_dirs_through_overlay(store, tmp_path):
         (target / "etc" / "hosts").write_text("127.0.0.1 localhost\n")
         lower = store.resolve("test/wh:v1").layer_dirs[0]
         assert Path(lower, "etc/group").read_text() == "root:x:0:\n"
-        assert os.path.exists(os.path.join(mounted["upper"], "etc/hosts"))
+        assert os.path.exists(os.path.join(mounted.upper, "etc/hosts"))
     finally:
-        store.unmount_container("c1", str(target))
+        unmount_image(store.gc, "c1", str(target))
     assert not is_mountpoint(str(target))
-    assert not os.path.exists(mounted["upper"])
+    assert not os.path.exists(mounted.upper)
     assert "c1" not in store.containers()
 
 
@@ -77,15 +85,15 @@ def test_two_images_share_their_base_layer(store, tmp_path):
     write_layout(str(tmp_path / "two"), [BASE, app2])
     first = store.pull(f"oci:{tmp_path / 'one'}", name="test/one")
     second = store.pull(f"oci:{tmp_path / 'two'}", name="test/two")
-    assert first["layers_unpacked"] == 2
-    assert second["layers_unpacked"] == 1, "the shared base is unpacked once"
+    assert first.layers_unpacked == 2
+    assert second.layers_unpacked == 1, "the shared base is unpacked once"
     one, two = store.resolve("test/one"), store.resolve("test/two")
     assert one.layer_dirs[0] == two.layer_dirs[0]
     assert len(os.listdir(os.path.join(store.root, "layers", "sha256"))) == 3
     targets = [tmp_path / "r1", tmp_path / "r2"]
     try:
-        store.mount_container("a", one, str(targets[0]))
-        store.mount_container("b", two, str(targets[1]))
+        mount(store, "a", one, str(targets[0]))
+        mount(store, "b", two, str(targets[1]))
         assert (targets[0] / "app1").exists() and not (targets[0] / "app2").exists()
         assert (targets[1] / "app2").exists()
         assert (
@@ -94,25 +102,25 @@ def test_two_images_share_their_base_layer(store, tmp_path):
         )
     finally:
         for cid, target in zip("ab", targets, strict=True):
-            store.unmount_container(cid, str(target))
+            unmount_image(store.gc, cid, str(target))
 
 
 def test_prune_keeps_what_containers_use(store, tmp_path):
     write_layout(str(tmp_path / "img"), [BASE, TOP])
     store.pull(f"oci:{tmp_path / 'img'}", name="test/keep")
     target = tmp_path / "rootfs"
-    store.mount_container("busy", "test/keep", str(target))
+    mount(store, "busy", "test/keep", str(target))
     try:
         with pytest.raises(ImageError, match="in use by container"):
             store.remove("test/keep")
         result = store.remove("test/keep", force=True)
-        assert result["untagged"] == ["docker.io/test/keep:latest"]
-        assert result["layers"] == 0, "layers of a registered container are kept"
+        assert result.untagged == ["docker.io/test/keep:latest"]
+        assert result.freed.layers == 0, "layers of a registered container are kept"
         assert (target / "new").exists()
     finally:
-        store.unmount_container("busy", str(target))
+        unmount_image(store.gc, "busy", str(target))
     freed = store.prune()
-    assert freed["layers"] == 2 and freed["blobs"] >= 3 and freed["bytes"] > 0
+    assert freed.layers == 2 and freed.blobs >= 3 and freed.bytes > 0
     assert os.listdir(os.path.join(store.root, "layers", "sha256")) == []
     assert store.images() == []
 
@@ -128,9 +136,7 @@ def test_many_layers_beyond_the_mount_option_limit(store, tmp_path, cleanup_moun
     data = ":".join(image.layer_dirs)
     assert len(data) > overlay.PAGE_LIMIT, "the test must exceed one page of options"
     for method in ("fsconfig", "shortnames", "auto"):
-        rootfs = overlay.ContainerRootfs(
-            image.layer_dirs, str(tmp_path / "rw"), str(tmp_path / "m")
-        )
+        rootfs = ContainerRootfs(image.layer_dirs, str(tmp_path / "rw"), str(tmp_path / "m"))
         rootfs.mount(method=method)
         try:
             assert (tmp_path / "m" / "top").read_text() == "89", "the last layer is on top"
@@ -146,13 +152,13 @@ def test_image_without_layers_mounts(store, tmp_path):
     write_layout(str(tmp_path / "img"), [])
     store.pull(f"oci:{tmp_path / 'img'}", name="test/empty")
     target = tmp_path / "rootfs"
-    store.mount_container("e", "test/empty", str(target))
+    mount(store, "e", "test/empty", str(target))
     try:
         assert os.listdir(target) == []
     finally:
-        store.unmount_container("e", str(target))
+        unmount_image(store.gc, "e", str(target))
     # mount(2) with the options in one page: nosuid,nodev there too.
-    rootfs = overlay.ContainerRootfs([], str(tmp_path / "rw"), str(target))
+    rootfs = ContainerRootfs([], str(tmp_path / "rw"), str(target))
     assert rootfs.mount(method="mount") == "mount"
     try:
         flags = os.statvfs(target).f_flag
@@ -164,7 +170,8 @@ def test_image_without_layers_mounts(store, tmp_path):
 _PULL = """
 import json, sys
 from hostjob.images.store import Store
-print(json.dumps(Store(sys.argv[1]).pull(sys.argv[2], name="test/race")))
+r = Store(sys.argv[1]).pull(sys.argv[2], name="test/race")
+print(json.dumps({"layers_unpacked": r.layers_unpacked, "blobs_fetched": r.blobs_fetched}))
 """
 
 

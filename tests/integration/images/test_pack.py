@@ -13,6 +13,7 @@ import pytest
 
 from hostjob.errors import InvalidArgument, InvalidReference
 from hostjob.images import pack
+from hostjob.images.rootfs import ImageRootfs, unmount_image
 from tests.fixtures.images import write_layout
 from tests.fixtures.registry import skopeo_copy
 from tests.fixtures.tars import entry, make_tar
@@ -59,15 +60,15 @@ def test_pack_is_reproducible(tree, tmp_path):
     run("cp", "-a", str(tree), str(copy))  # keeps hardlinks, modes, xattrs
     os.utime(copy / "etc" / "tool.conf", (1, 1))  # mtimes in the source do not matter
     b = pack.pack(str(copy), f"oci:{tmp_path / 'b'}:v1", **kwargs)
-    assert a["digest"] == b["digest"] and a["layer"] == b["layer"]
+    assert a.digest == b.digest and a.layer == b.layer
     c = pack.pack(str(tree), f"oci-archive:{tmp_path / 'c.tar'}:v1", **kwargs)
     pack.pack(str(tree), f"oci-archive:{tmp_path / 'd.tar'}:v1", **kwargs)
-    assert c["digest"] == a["digest"]
+    assert c.digest == a.digest
     assert (tmp_path / "c.tar").read_bytes() == (tmp_path / "d.tar").read_bytes()
     e = pack.pack(str(tree), f"oci:{tmp_path / 'e'}", **kwargs, mtime=1_700_000_000)
-    assert e["digest"] != a["digest"]
+    assert e.digest != a.digest
     f = pack.pack(str(tree), f"oci:{tmp_path / 'f'}", **kwargs, keep_owner=True)
-    assert f["layer"]["diffID"] != a["layer"]["diffID"]
+    assert f.diff_id != a.diff_id
 
 
 def test_pack_result_in_skopeo_and_umoci(tree, tmp_path):
@@ -83,7 +84,7 @@ def test_pack_result_in_skopeo_and_umoci(tree, tmp_path):
         user="0:0",
     )
     info = json.loads(run("skopeo", "inspect", f"oci:{tmp_path / 'layout'}:v1"))
-    assert info["Digest"] == result["digest"]
+    assert info["Digest"] == result.digest
     assert info["Labels"] == {"org.opencontainers.image.title": "tool"}
     assert info["Env"] == ["PATH=/bin", "MODE=job"] and info["Os"] == "linux"
     config = json.loads(run("skopeo", "inspect", "--config", f"oci:{tmp_path / 'layout'}:v1"))
@@ -126,7 +127,7 @@ def test_pack_then_import_and_run_from_the_store(tree, tmp_path, store):
     pack.pack(str(tree), f"oci:{tmp_path / 'layout'}:v1", entrypoint=["/bin/busybox"], env=["X=1"])
     store.import_archive(f"oci:{tmp_path / 'layout'}:v1", name="test/tool:v1")
     target = tmp_path / "rootfs"
-    store.mount_container("packed", "test/tool:v1", str(target))
+    ImageRootfs(store.gc, store.resolve("test/tool:v1")).mount("packed", str(target))
     try:
         out = subprocess.run(
             [str(target / "bin" / "busybox"), "echo", "from the image"],
@@ -136,7 +137,7 @@ def test_pack_then_import_and_run_from_the_store(tree, tmp_path, store):
         )
         assert out.stdout == "from the image\n"
     finally:
-        store.unmount_container("packed", str(target))
+        unmount_image(store.gc, "packed", str(target))
 
 
 def test_pack_on_a_base_image(tree, tmp_path, store):
@@ -173,12 +174,14 @@ def test_pack_on_a_base_image(tree, tmp_path, store):
         env=["A=1", "B=2"],
         entrypoint=["/bin/busybox"],
     )
-    assert again["digest"] == result["digest"]
+    assert again.digest == result.digest
 
 
 def test_pack_errors(tree, tmp_path):
-    with pytest.raises(InvalidReference):
-        pack.pack(str(tree), "docker://example.com/x")
+    for to in ("example.com/x", f"docker-archive:{tmp_path / 'x.tar'}", "docker://Bad Name"):
+        with pytest.raises(InvalidReference):  # a registry only as docker://, and a valid one
+            pack.pack(str(tree), to)
+    assert list(tmp_path.iterdir()) == [tree], "nothing was packed"
     with pytest.raises(InvalidArgument, match="not a directory"):
         pack.pack(str(tmp_path / "missing"), f"oci:{tmp_path / 'x'}")
     with pytest.raises(InvalidArgument, match="NAME=VALUE"):
@@ -195,10 +198,7 @@ def test_repacking_a_tag_replaces_it(tree, tmp_path):
         m["annotations"]["org.opencontainers.image.ref.name"]: m["digest"]
         for m in index["manifests"]
     }
-    assert (
-        tags == {"v1": second["digest"], "v2": second["digest"]}
-        and first["digest"] != second["digest"]
-    )
+    assert tags == {"v1": second.digest, "v2": second.digest} and first.digest != second.digest
 
 
 def test_pack_result_in_ctr_and_podman(tree, tmp_path):
@@ -215,7 +215,7 @@ def test_pack_result_in_ctr_and_podman(tree, tmp_path):
         podman = ["podman", "--root", str(tmp_path / "proot"), "--runroot", runroot]
         podman += ["--storage-driver", "vfs"]
         assert "Loaded image" in run(*podman, "load", "-i", str(archive))
-        assert result["config"][7:] in run(*podman, "images", "-q", "--no-trunc")
+        assert result.config[7:] in run(*podman, "images", "-q", "--no-trunc")
     finally:
         shutil.rmtree(runroot, ignore_errors=True)
     containerd = Containerd(tmp_path / "containerd", namespace="hostjob-test")
@@ -223,6 +223,6 @@ def test_pack_result_in_ctr_and_podman(tree, tmp_path):
     try:
         containerd.ctr("images", "import", "--base-name", "example.com/tool", archive, check=True)
         listing = containerd.ctr("images", "ls", check=True).stdout
-        assert "example.com/tool:v1" in listing and result["digest"] in listing
+        assert "example.com/tool:v1" in listing and result.digest in listing
     finally:
         assert containerd.stop() == []

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hostjob.errors import DigestMismatch, ImageError, ImageNotFound, RegistryError
-from hostjob.images import registry
+from hostjob.images.push import push
 from tests.fixtures.images import write_layout
 from tests.fixtures.registry import (
     BlobStore,
@@ -56,14 +56,14 @@ def test_plain_http_registry(store, tmp_path, layout):
         )
         events = []
         info = store.pull(f"{reg.host}/test/img:v1", plain_http=True, progress=events.append)
-        assert info["name"] == f"{reg.host}/test/img:v1"
-        assert info["layers_unpacked"] == 2 and info["blobs_fetched"] == 3
+        assert info.name == f"{reg.host}/test/img:v1"
+        assert info.layers_unpacked == 2 and info.blobs_fetched == 3
         check_pulled(store, f"{reg.host}/test/img:v1")
         kinds = {e.kind for e in events}
         assert {"resolving", "resolved", "downloading", "unpacking", "done"} <= kinds
         # By digest, and again (all cached).
-        by_digest = store.pull(f"docker://{reg.host}/test/img@{info['digest']}", plain_http=True)
-        assert by_digest["layers_unpacked"] == 0 and by_digest["blobs_fetched"] == 0
+        by_digest = store.pull(f"docker://{reg.host}/test/img@{info.digest}", plain_http=True)
+        assert by_digest.layers_unpacked == 0 and by_digest.blobs_fetched == 0
         with pytest.raises(ImageNotFound):
             store.pull(f"{reg.host}/test/img:nope", plain_http=True)
         with pytest.raises(ImageNotFound):
@@ -95,11 +95,11 @@ def test_multi_arch_index_picks_the_platform(store, tmp_path):
             platform="linux/arm/v7",
             name="test/multi:arm7",
         )
-        assert arm["platform"] == "linux/arm64"
-        assert arm7["platform"] == "linux/arm"
-        assert host["platform"] == "linux/amd64" or os.uname().machine != "x86_64"
-        assert len({host["digest"], arm["digest"], arm7["digest"]}) == 3
-        assert store.inspect("test/multi:arm")["index"] is not None
+        assert arm.platform == "linux/arm64"
+        assert arm7.platform == "linux/arm"
+        assert host.platform == "linux/amd64" or os.uname().machine != "x86_64"
+        assert len({host.digest, arm.digest, arm7.digest}) == 3
+        assert store.inspect("test/multi:arm").index is not None
         with pytest.raises(ImageError, match="no image for platform linux/s390x"):
             store.pull(f"{reg.host}/test/multi:v1", plain_http=True, platform="linux/s390x")
 
@@ -153,9 +153,9 @@ def test_bearer_token_auth(store, tmp_path, layout, field):
         TokenServer(str(tmp_path), USERS, field=field) as tokens,
         DockerRegistry(str(tmp_path / "reg"), token=tokens.registry_auth()) as reg,
     ):
-        digest = registry.push(
+        digest = push(
             f"oci:{layout}:v1", f"{reg.host}/test/tok:v1", plain_http=True, creds="alice:s3cret"
-        )
+        ).digest
         pushed = [r for r in tokens.requests if r["user"] == "alice" and "push" in str(r["query"])]
         assert pushed and set(pushed[0]["query"]["scope"][0].split(":")[2].split(",")) == {
             "pull",
@@ -168,7 +168,7 @@ def test_bearer_token_auth(store, tmp_path, layout, field):
             store.pull(f"{reg.host}/test/tok:v1", plain_http=True, creds="alice:nope")
         tokens.requests.clear()
         info = store.pull(f"{reg.host}/test/tok:v1", plain_http=True, creds="alice:s3cret")
-        assert info["digest"] == digest
+        assert info.digest == digest
         check_pulled(store, f"{reg.host}/test/tok:v1")
         granted = [r for r in tokens.requests if r["user"] == "alice"]
         assert len(granted) == 1, "one token per scope, cached for every request of the pull"
@@ -204,7 +204,7 @@ def test_corrupt_blob_is_refused_and_not_stored(store, tmp_path, layout):
     bad = manifest["layers"][1]["digest"]
     with FakeRegistry(layout, corrupt=bad) as reg, pytest.raises(DigestMismatch):
         store.pull(f"{reg.host}/test/bad:v1", plain_http=True)
-    assert not store.has_blob(bad)
+    assert not store.content.has(bad)
     assert store.images() == []
     blob_dir = os.path.join(store.root, "blobs", "sha256")
     assert not [n for n in os.listdir(blob_dir) if n.startswith(".")]

@@ -15,7 +15,8 @@ from hostjob.errors import (
     InvalidArgument,
     InvalidReference,
 )
-from hostjob.images.store import Store, walk_blobs
+from hostjob.images.gc import Freed
+from hostjob.images.store import Store
 from tests.fixtures.images import digest_of, write_docker_archive, write_layout
 from tests.fixtures.tars import entry, make_tar
 
@@ -31,9 +32,9 @@ def store(tmp_path):
 def test_import_oci_layout_and_lookups(store, tmp_path):
     top = write_layout(str(tmp_path / "img"), [L1, L2], tag="v1")
     info = store.pull(f"oci:{tmp_path / 'img'}:v1")
-    assert info["name"] == "localhost/img:v1"
-    assert info["digest"] == top and info["layers"] == 2 and info["layers_unpacked"] == 2
-    image_id = info["id"]
+    assert info.name == "localhost/img:v1"
+    assert info.digest == top and info.layers == 2 and info.layers_unpacked == 2
+    image_id = info.id
     for name in ("localhost/img:v1", top, image_id, image_id[7:19], f"localhost/img@{top}"):
         assert store.resolve(name).manifest_digest == top, name
     image = store.resolve("localhost/img:v1")
@@ -43,12 +44,13 @@ def test_import_oci_layout_and_lookups(store, tmp_path):
     assert image.config.config.cmd == ["/bin/sh"]
     assert image.diff_ids == [digest_of(L1), digest_of(L2)]
     rows = store.images()
-    assert [r["name"] for r in rows] == ["localhost/img:v1"]
-    assert rows[0]["platform"] == "linux/amd64" and rows[0]["size"] > 0
+    assert [r.name for r in rows] == ["localhost/img:v1"]
+    assert rows[0].platform == "linux/amd64" and rows[0].size and rows[0].error is None
     details = store.inspect("localhost/img:v1")
-    assert details["layers"][0]["diffID"] == digest_of(L1)
-    assert details["layers"][1]["path"] == image.layer_dirs[1]
-    json.dumps(details)
+    assert details.layers[0].diff_id == digest_of(L1)
+    assert details.layers[1].path == image.layer_dirs[1]
+    assert details.names == ["localhost/img:v1"] and details.digest == top
+    assert details.id == info.id and details.index is None and details.size == rows[0].size
     with pytest.raises(ImageNotFound, match="no such image: nothing"):
         store.resolve("nothing")
 
@@ -57,27 +59,28 @@ def test_names_and_tags(store, tmp_path):
     write_layout(str(tmp_path / "img"), [L1])
     store.pull(f"oci:{tmp_path / 'img'}", name="busybox")
     store.pull(f"oci:{tmp_path / 'img'}", name="example.com/team/tool:2")
-    assert {r["name"] for r in store.images()} == {
+    assert {r.name for r in store.images()} == {
         "docker.io/library/busybox:latest",
         "example.com/team/tool:2",
     }
     assert store.resolve("busybox").name == "docker.io/library/busybox:latest"
     # Removing one name keeps the content for the other.
     result = store.remove("busybox")
-    assert result["untagged"] == ["docker.io/library/busybox:latest"] and result["layers"] == 0
+    assert result.untagged == ["docker.io/library/busybox:latest"] and result.freed.layers == 0
     store.resolve("example.com/team/tool:2")
     # Removing by ID drops every name, then the content.
-    image_id = store.images()[0]["id"]
+    image_id = store.images()[0].id
+    assert image_id is not None
     result = store.remove(image_id[7:19])
-    assert result["layers"] == 1 and result["blobs"] == 3 and result["bytes"] > 0
-    assert store.images() == [] and list(walk_blobs(store)) == []
+    assert result.freed.layers == 1 and result.freed.blobs == 3 and result.freed.bytes > 0
+    assert store.images() == [] and list(store.content.digests()) == []
 
 
 def test_ambiguous_prefix(store, tmp_path):
     for i in range(20):
         write_layout(str(tmp_path / f"i{i}"), [make_tar([entry(f"f{i}", data=b"%d" % i)])])
         store.pull(f"oci:{tmp_path / f'i{i}'}", name=f"test/i{i}")
-    ids = [r["id"][7:] for r in store.images()]
+    ids = [(r.id or "")[7:] for r in store.images()]
     shared = next((a[:4] for a in ids for b in ids if a != b and a[:4] == b[:4]), None)
     if shared:
         with pytest.raises(InvalidArgument, match="ambiguous"):
@@ -88,14 +91,14 @@ def test_registered_containers_pin_layers(store, tmp_path):
     write_layout(str(tmp_path / "img"), [L1, L2])
     store.pull(f"oci:{tmp_path / 'img'}", name="test/pinned")
     store.register_container("job-1", "test/pinned")
-    assert store.containers()["job-1"]["layers"] == [digest_of(L1), digest_of(L2)]
+    assert store.containers()["job-1"].layers == [digest_of(L1), digest_of(L2)]
     store.remove("test/pinned", force=True)
-    assert store.prune() == {"bytes": 0, "blobs": 0, "layers": 0}
-    assert all(Path(store.layer_dir(d)).is_dir() for d in (digest_of(L1), digest_of(L2)))
+    assert store.prune() == Freed()
+    assert all(Path(store.layers.dir(d)).is_dir() for d in (digest_of(L1), digest_of(L2)))
     store.unregister_container("job-1")
     store.unregister_container("job-1")  # idempotent
     freed = store.prune()
-    assert freed["layers"] == 2 and freed["blobs"] == 4
+    assert freed.layers == 2 and freed.blobs == 4
     for bad in ("", "..", "a/b"):
         with pytest.raises(InvalidArgument):
             store.register_container(bad, "x")
@@ -108,10 +111,10 @@ def test_prune_removes_leftovers(store, tmp_path):
     junk_blob.write_bytes(b"partial")
     junk_layer = Path(store.root, "layers", "sha256", ".tmp-dead-456")
     junk_layer.mkdir()
-    orphan = store.write_blob(b"orphan")
+    orphan = store.content.write(b"orphan")
     freed = store.prune()
-    assert freed["blobs"] == 1 and not junk_blob.exists() and not junk_layer.exists()
-    assert not store.has_blob(orphan)
+    assert freed.blobs == 1 and not junk_blob.exists() and not junk_layer.exists()
+    assert not store.content.has(orphan)
     store.resolve("test/x")
 
 
@@ -126,20 +129,18 @@ def test_layout_with_several_images_needs_a_tag(store, tmp_path):
         store.pull(f"oci:{path}")
     with pytest.raises(ImageNotFound, match="no image tagged 'c'"):
         store.pull(f"oci:{path}:c")
-    assert store.pull(f"oci:{path}:b")["name"] == "localhost/multi:b"
+    assert store.pull(f"oci:{path}:b").name == "localhost/multi:b"
     digest = index["manifests"][0]["digest"]
-    assert store.pull(f"oci:{path}@{digest}", name="test/bydigest")["digest"] == digest
+    assert store.pull(f"oci:{path}@{digest}", name="test/bydigest").digest == digest
 
 
 def test_index_in_layout_picks_platform(store, tmp_path):
     write_layout(
         str(tmp_path / "idx"), [L1], platforms=["linux/arm64", "linux/amd64", "linux/s390x"]
     )
+    assert store.pull(f"oci:{tmp_path / 'idx'}", platform="linux/s390x").platform == "linux/s390x"
     assert (
-        store.pull(f"oci:{tmp_path / 'idx'}", platform="linux/s390x")["platform"] == "linux/s390x"
-    )
-    assert (
-        store.pull(f"oci:{tmp_path / 'idx'}", platform="linux/arm64", name="t/arm")["platform"]
+        store.pull(f"oci:{tmp_path / 'idx'}", platform="linux/arm64", name="t/arm").platform
         == "linux/arm64"
     )
 
@@ -156,7 +157,7 @@ def test_corrupt_layout_blob_is_refused(store, tmp_path):
     with pytest.raises(DigestMismatch):
         store.pull(f"oci:{path}")
     assert store.images() == []
-    assert not store.has_blob(manifest["layers"][1]["digest"])
+    assert not store.content.has(manifest["layers"][1]["digest"])
     assert [n for n in os.listdir(Path(store.root, "layers", "sha256")) if n.startswith(".")] == []
 
 
@@ -199,15 +200,15 @@ def test_docker_archive_import(store, tmp_path):
     archive = str(tmp_path / "save.tar")
     write_docker_archive(archive, [L1, L2], ["example.com/app:1.0", "example.com/app:latest"])
     info = store.import_archive(f"docker-archive:{archive}")
-    assert info["name"] == "example.com/app:1.0" and info["layers"] == 2
+    assert info.name == "example.com/app:1.0" and info.layers == 2
     image = store.resolve("example.com/app:1.0")
     assert Path(image.layer_dirs[1], "etc/conf").read_bytes() == b"x=1\n"
     assert (
-        store.import_archive(f"docker-archive:{archive}:example.com/app:latest")["layers_unpacked"]
+        store.import_archive(f"docker-archive:{archive}:example.com/app:latest").layers_unpacked
         == 0
     )
     assert (
-        store.import_archive(f"docker-archive:{archive}:@0", name="test/idx")["name"]
+        store.import_archive(f"docker-archive:{archive}:@0", name="test/idx").name
         == "docker.io/test/idx:latest"
     )
     with pytest.raises(ImageNotFound):
@@ -244,11 +245,11 @@ def test_resolve_unpacks_missing_layers_again(store, tmp_path):
 
     write_layout(str(tmp_path / "img"), [L1])
     store.pull(f"oci:{tmp_path / 'img'}", name="test/re")
-    shutil.rmtree(store.layer_path(digest_of(L1)))
+    shutil.rmtree(store.layers.path(digest_of(L1)))
     image = store.resolve("test/re")
     assert Path(image.layer_dirs[0], "bin/tool").exists()
     with pytest.raises(ImageError, match="not unpacked"):
-        shutil.rmtree(store.layer_path(digest_of(L1)))
+        shutil.rmtree(store.layers.path(digest_of(L1)))
         store.resolve("test/re", unpack_missing=False)
 
 

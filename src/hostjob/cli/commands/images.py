@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from hostjob.cli.args import FLAG, VALUE, Command, Option
-from hostjob.cli.render import STORE_OPTION, ago, open_store, short_id, table, to_json
+from hostjob.cli.render import (
+    STORE_OPTION,
+    ago,
+    open_store,
+    short_id,
+    summary_json,
+    table,
+    to_json,
+)
 from hostjob.errors import InvalidArgument
 from hostjob.units import human_size
 
@@ -30,22 +38,22 @@ def run(args: Args, ctx: Context) -> int:
     if args.quiet:
         seen: set[str] = set()
         for row in rows:
-            ident = short_id(row.get("id"))
+            ident = short_id(row.id)
             if ident not in seen:
                 seen.add(ident)
                 print(ident)
         return 0
     if args.format == "json":
-        print(to_json(rows))
+        print(to_json([summary_json(row) for row in rows]))
         return 0
     cells = [("NAME", "ID", "SIZE", "CREATED", "PLATFORM")]
     cells += [
         (
-            row["name"],
-            short_id(row.get("id")),
-            human_size(row.get("size")),
-            ago(row.get("created")),
-            row.get("platform") or ("broken: " + row["error"] if "error" in row else "-"),
+            row.name,
+            short_id(row.id),
+            human_size(row.size),
+            ago(row.created),
+            row.platform or (f"broken: {row.error}" if row.error is not None else "-"),
         )
         for row in rows
     ]

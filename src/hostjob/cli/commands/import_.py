@@ -33,6 +33,6 @@ def run(args: Args, ctx: Context) -> int:
     finally:
         progress.close(render)
     if not args.quiet:
-        print(info["name"])
-    print(info["id"])
+        print(info.name)
+    print(info.id)
     return 0

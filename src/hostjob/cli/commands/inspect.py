@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hostjob.cli.args import Command
-from hostjob.cli.render import STORE_OPTION, open_store, to_json
+from hostjob.cli.render import STORE_OPTION, details_json, open_store, to_json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -19,5 +19,5 @@ COMMAND = Command(
 
 
 def run(args: Args, ctx: Context) -> int:
-    print(to_json(open_store(args).inspect(args.image)))
+    print(to_json(details_json(open_store(args).inspect(args.image))))
     return 0

@@ -8,20 +8,28 @@ store is root's).
 from __future__ import annotations
 
 from hostjob.cli.args import FLAG, LIST, VALUE, Command, Option
-from hostjob.cli.render import STORE_OPTION
+from hostjob.cli.render import STORE_OPTION, registry_flags, registry_options
 from hostjob.errors import InvalidArgument
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context
+    from hostjob.images import progress
+    from hostjob.images.pack import PackResult
 
 COMMAND = Command(
     "pack",
     "Make a one-layer image of DIR at oci:OUT[:TAG] or oci-archive:FILE[:TAG] (sorted entries,"
-    " fixed mtimes and owners: the same input gives the same digest); print its digest.",
+    " fixed mtimes and owners: the same input gives the same digest), or push it to"
+    " docker://HOST/NAME[:TAG]; print its digest.",
     options=(
-        Option("to", VALUE, "oci:OUT[:TAG] or oci-archive:FILE[:TAG] (required)", metavar="ref"),
+        Option(
+            "to",
+            VALUE,
+            "oci:OUT[:TAG], oci-archive:FILE[:TAG] or docker://HOST/NAME[:TAG] (required)",
+            metavar="ref",
+        ),
         Option(
             "entrypoint",
             LIST,
@@ -48,6 +56,7 @@ COMMAND = Command(
             " (default: everything 0:0, those bits and capabilities cleared)",
         ),
         STORE_OPTION,
+        *registry_options("digest"),
     ),
     positionals=("dir",),
 )
@@ -81,11 +90,26 @@ def labels(values: list[str]) -> dict[str, str] | None:
 
 
 def run(args: Args, ctx: Context) -> int:
-    from hostjob.images.pack import pack
+    from hostjob.images import progress
 
     if not args.to:
-        raise InvalidArgument('"pack" requires --to oci:OUT[:TAG] or oci-archive:FILE[:TAG]')
-    result = pack(
+        raise InvalidArgument(
+            '"pack" requires --to oci:OUT[:TAG], oci-archive:FILE[:TAG] or docker://HOST/NAME[:TAG]'
+        )
+    pushing = args.to.startswith("docker://")
+    render = progress.renderer(quiet=args.quiet or not pushing)
+    try:
+        result = _pack(args, render)
+    finally:
+        progress.close(render)
+    print(result.digest)
+    return 0
+
+
+def _pack(args: Args, render: progress.Progress) -> PackResult:
+    from hostjob.images.pack import pack
+
+    return pack(
         args.dir,
         args.to,
         entrypoint=argv_words(args.entrypoint, "entrypoint"),
@@ -97,6 +121,5 @@ def run(args: Args, ctx: Context) -> int:
         base=args.base,
         keep_owner=args.keep_owner,
         store_root=args.store or None,
+        push_options={"progress": render, **registry_flags(args)},
     )
-    print(result["digest"])
-    return 0

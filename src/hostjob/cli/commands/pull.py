@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hostjob.cli.args import FLAG, VALUE, Command, Option
-from hostjob.cli.render import STORE_OPTION, open_store
+from hostjob.cli.args import VALUE, Command, Option
+from hostjob.cli.render import STORE_OPTION, open_store, registry_flags, registry_options
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,21 +22,7 @@ COMMAND = Command(
             "the image to pick from an index (default: the host's)",
             metavar="os/arch[/variant]",
         ),
-        Option("creds", VALUE, "registry credentials", metavar="user:pass"),
-        Option(
-            "authfile",
-            VALUE,
-            "a docker config.json with auths (default ~/.docker/config.json)",
-            metavar="file",
-        ),
-        Option(
-            "tls-verify",
-            FLAG,
-            "verify the registry's certificate (default; =false to skip)",
-            default=True,
-        ),
-        Option("plain-http", FLAG, "talk to the registry over http://"),
-        Option("quiet,q", FLAG, "no progress; print only the image ID"),
+        *registry_options("image ID"),
     ),
     positionals=("image",),
 )
@@ -49,17 +35,11 @@ def run(args: Args, ctx: Context) -> int:
     render = progress.renderer(quiet=args.quiet)
     try:
         info = store.pull(
-            args.image,
-            platform=args.platform,
-            creds=args.creds,
-            tls_verify=args.tls_verify,
-            plain_http=args.plain_http,
-            docker_config=args.authfile,
-            progress=render,
+            args.image, platform=args.platform, progress=render, **registry_flags(args)
         )
     finally:
         progress.close(render)
     if not args.quiet:
-        print(info["name"])
-    print(info["id"])
+        print(info.name)
+    print(info.id)
     return 0

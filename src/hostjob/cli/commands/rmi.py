@@ -35,9 +35,9 @@ def run(args: Args, ctx: Context) -> int:
         except ImageNotFound:  # an earlier argument (the same image's ID) removed it
             continue
         result = store.remove(name, force=args.force)
-        for untagged in result["untagged"]:
+        for untagged in result.untagged:
             print(f"untagged {untagged}")
-        if all(row["digest"] != result["deleted"] for row in store.images()):
-            print(f"deleted {result['deleted']}")  # no other name keeps the image
-        print(freed(result))
+        if all(row.digest != result.deleted for row in store.images()):
+            print(f"deleted {result.deleted}")  # no other name keeps the image
+        print(freed(result.freed))
     return 0

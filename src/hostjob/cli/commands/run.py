@@ -112,8 +112,10 @@ def run(args: Args, ctx: Context) -> int:
 
 
 def _run_image(args: Args, ctx: Context) -> int:
+    from hostjob.images import progress
+    from hostjob.images.run import run_image
     from hostjob.images.runspec import RunFlags
-    from hostjob.runtime.run import run_image
+    from hostjob.images.store import Store
     from hostjob.units import parse_size
 
     if args.mount_mode not in (None, "host", "bind"):  # before anything is pulled
@@ -140,20 +142,29 @@ def _run_image(args: Args, ctx: Context) -> int:
         volumes=args.volume,
         annotations=args.annotation,
     )
+    flags.check()  # bad flags and names fail before anything is pulled
+    if args.name:
+        validate_id(args.name)
+    store = Store(args.store or None)
+    render = progress.renderer(quiet=args.quiet)
+    try:
+        image = store.get(
+            args.target,
+            pull=args.pull,
+            progress=render,
+            platform=args.platform,
+            creds=args.creds,
+            tls_verify=args.tls_verify,
+            plain_http=args.plain_http,
+        )
+    finally:
+        progress.close(render)
     container_id, code = run_image(
-        args.target,
+        store,
+        image,
         flags,
         root=ctx.root,
-        store_root=args.store or os.environ.get("HOSTJOB_STORE"),
         name=args.name,
-        pull=args.pull,
-        pull_options={
-            "platform": args.platform,
-            "creds": args.creds,
-            "tls_verify": args.tls_verify,
-            "plain_http": args.plain_http,
-        },
-        quiet=args.quiet,
         options=_create_options(args, ctx),
         detach=args.detach,
         remove=args.rm,

@@ -1,0 +1,260 @@
+"""Pulling: an image from a source (a registry, an OCI layout or archive, a ``docker
+save`` tar) into the store's content and layer cache, then named.
+
+The steps, each a typed progress event (``hostjob.images.progress``): resolve the
+reference to a manifest (choosing from an index by platform), store the manifest
+and config, then fetch and unpack the layers, up to ``WORKERS`` at a time, each
+blob verified (``ContentStore.ingest``) and each layer unpacked once
+(``LayerCache.ensure``). The name is written last: until then the pull holds the
+gc lease, so prune never removes what it wrote, and a pull killed at any point
+leaves no name and nothing half-written (SPEC §9).
+"""
+
+from __future__ import annotations
+
+import os
+
+from hostjob.errors import DigestMismatch, ImageError, InvalidReference
+from hostjob.images import progress as events
+from hostjob.images import reference as refs
+from hostjob.images.names import NameRecord
+from hostjob.images.resolve import diff_ids, platform_of
+from hostjob.spec import image as spec
+from hostjob.units import rfc3339
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hostjob.images.content import ContentStore
+    from hostjob.images.gc import Collector
+    from hostjob.images.layers import LayerCache
+    from hostjob.images.names import NameIndex
+    from hostjob.images.progress import Progress
+    from hostjob.images.sources import Source
+
+WORKERS = 3  # layers fetched and unpacked at once
+
+
+class PullResult:
+    """The image a pull named, and what it had to fetch and unpack for it."""
+
+    __slots__ = (
+        "blobs_fetched",
+        "created",
+        "digest",
+        "id",
+        "layers",
+        "layers_unpacked",
+        "name",
+        "platform",
+        "size",
+    )
+
+    def __init__(
+        self, name: str, digest: str, config_digest: str, config: spec.ImageConfig
+    ) -> None:
+        self.name = name
+        self.digest = digest  # the manifest digest
+        self.id = config_digest
+        self.created = config.created
+        self.platform = platform_of(config)
+        self.size = 0  # of the (compressed) layer blobs
+        self.layers = 0
+        self.blobs_fetched = 0
+        self.layers_unpacked = 0
+
+    def __repr__(self) -> str:
+        return f"PullResult({self.name!r}, {self.digest!r})"
+
+
+class Puller:
+    """Pulls into one store's content, layers and names."""
+
+    __slots__ = ("content", "gc", "layers", "names")
+
+    def __init__(
+        self, content: ContentStore, layers: LayerCache, names: NameIndex, gc: Collector
+    ) -> None:
+        self.content = content
+        self.layers = layers
+        self.names = names
+        self.gc = gc
+
+    def pull(
+        self,
+        ref: str,
+        *,
+        name: str | None = None,
+        platform: str | None = None,
+        creds: str | None = None,
+        tls_verify: bool = True,
+        plain_http: bool = False,
+        docker_config: str | None = None,
+        progress: Progress | None = None,
+    ) -> PullResult:
+        """Fetch an image from any source ``reference.parse`` accepts, and name it
+        ``name``, else the reference's own name (registry), the name the archive
+        records, or ``localhost/<file name>:<tag>``."""
+        from hostjob.images import platforms
+        from hostjob.images.sources import open_source
+
+        parsed = refs.parse(ref)
+        if platform:
+            platforms.parse(platform)  # a bad --platform fails before any network
+        source = open_source(
+            parsed,
+            creds=creds,
+            tls_verify=tls_verify,
+            plain_http=plain_http,
+            docker_config=docker_config,
+        )
+        try:
+            return self.pull_from(source, parsed, name=name, platform=platform, progress=progress)
+        finally:
+            source.close()
+
+    def pull_from(
+        self,
+        source: Source,
+        ref: refs.Reference,
+        *,
+        name: str | None = None,
+        platform: str | None = None,
+        progress: Progress | None = None,
+    ) -> PullResult:
+        from hostjob.images import platforms
+
+        emit = progress or _ignore
+        wanted = platforms.parse(platform) if platform else platforms.host()
+        emit(events.Event(events.RESOLVING, source.description))
+        raw, media_type, digest = source.top()
+        index_digest = None
+        with self.gc.lease():
+            media_type = media_type or spec.sniff_media_type(raw)
+            top_digest = self._save_metadata(raw, digest)
+            if media_type in spec.INDEX_TYPES:
+                index_digest = top_digest
+                index = spec.decode_blob(spec.Index, raw, f"index {top_digest}")
+                chosen = platforms.choose(index.manifests or [], wanted)
+                assert chosen.digest is not None
+                raw = source.manifest(chosen)
+                digest = self._save_metadata(raw, chosen.digest, chosen.size)
+                media_type = chosen.media_type or spec.sniff_media_type(raw)
+            else:
+                digest = top_digest
+            if media_type not in spec.MANIFEST_TYPES:
+                raise ImageError(f"unsupported manifest type {media_type!r}")
+            emit(events.Event(events.RESOLVED, digest))
+            manifest = spec.decode_blob(spec.Manifest, raw, f"manifest {digest}")
+            config_desc = _check_manifest(manifest, digest)
+            assert config_desc.digest is not None
+            fetched = self.content.ingest(
+                config_desc.digest, config_desc.size, lambda w: source.copy_blob(config_desc, w)
+            )
+            config = self.content.config(config_desc.digest)
+            layer_ids = diff_ids(config, manifest, digest)
+            if config.os and config.os != "linux":
+                raise ImageError(f"image is for {config.os}, not linux")
+            image_name = refs.normalize(name or default_name(ref, source))
+            result = PullResult(image_name, digest, config_desc.digest, config)
+            result.blobs_fetched = int(fetched)
+            result.layers = len(manifest.layers or [])
+            result.size = sum(layer.size or 0 for layer in manifest.layers or [])
+            self._fetch_layers(source, manifest.layers or [], layer_ids, emit, result)
+            self.names.tag(
+                NameRecord(
+                    image_name,
+                    digest,
+                    config=config_desc.digest,
+                    index=index_digest,
+                    source=str(ref),
+                    tagged=rfc3339(),
+                )
+            )
+        emit(events.Event(events.DONE, image_name))
+        return result
+
+    def _save_metadata(self, raw: bytes, digest: str | None, size: int | None = None) -> str:
+        if size is not None and len(raw) != size:
+            raise DigestMismatch(f"manifest {digest} is {len(raw)} bytes, expected {size}")
+        return self.content.write(raw, digest)
+
+    def _fetch_layers(
+        self,
+        source: Source,
+        layers: list[spec.Descriptor],
+        layer_ids: list[str],
+        emit: Progress,
+        result: PullResult,
+    ) -> None:
+        import _thread
+
+        lock = _thread.allocate_lock()
+
+        def one(layer: spec.Descriptor, diff_id: str) -> None:
+            assert layer.digest is not None
+            item = layer.digest
+            if self.layers.has(diff_id) and self.content.has(layer.digest):
+                emit(events.Event(events.CACHED, item, layer.size or 0, layer.size))
+                return
+            meter = events.Meter(emit, events.DOWNLOADING, item, layer.size)
+            fetched = self.content.ingest(
+                layer.digest, layer.size, lambda w: source.copy_blob(layer, w), on_bytes=meter
+            )
+            if fetched:
+                emit(events.Event(events.VERIFYING, item, layer.size or 0, layer.size))
+            unpack_meter = events.Meter(emit, events.UNPACKING, item, layer.size)
+            unpacked = self.layers.ensure(diff_id, layer.digest, layer.size, on_bytes=unpack_meter)
+            with lock:
+                result.blobs_fetched += int(fetched)
+                result.layers_unpacked += int(unpacked)
+            emit(events.Event(events.DONE, item, layer.size or 0, layer.size))
+
+        if len(layers) <= 1:
+            for layer, diff_id in zip(layers, layer_ids, strict=True):
+                one(layer, diff_id)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(WORKERS, len(layers))) as pool:
+            futures = [pool.submit(one, x, d) for x, d in zip(layers, layer_ids, strict=True)]
+            errors = [f.exception() for f in futures]
+        for err in errors:
+            if err is not None:
+                raise err
+
+
+def _ignore(event: events.Event) -> None:
+    pass
+
+
+def _check_manifest(manifest: spec.Manifest, digest: str) -> spec.Descriptor:
+    """The manifest's config descriptor, once its config and layers are of kinds we take."""
+    config_desc = manifest.config
+    if config_desc is None or config_desc.digest is None:
+        raise ImageError(f"manifest {digest} has no config")
+    if config_desc.media_type not in (*spec.CONFIG_TYPES, None):
+        raise ImageError(f"not a container image (config type {config_desc.media_type})")
+    for layer in manifest.layers or []:
+        if layer.media_type in spec.FOREIGN_LAYER_TYPES:
+            raise ImageError(f"foreign layer {layer.digest} ({layer.media_type}) refused")
+        if layer.media_type not in (*spec.LAYER_TYPES, None):
+            raise ImageError(f"unsupported layer type {layer.media_type!r}")
+        if layer.digest is None:
+            raise ImageError(f"manifest {digest} has a layer without a digest")
+    return config_desc
+
+
+def default_name(ref: refs.Reference, source: Source) -> str:
+    """The name of an image pulled without ``--name``."""
+    if ref.is_registry:
+        return ref.name
+    if source.name_hint:
+        return source.name_hint
+    base = os.path.basename(os.path.normpath(ref.path or "image"))
+    stem = base.split(".")[0].lower()
+    cleaned = "".join(c if c.isalnum() else "-" for c in stem).strip("-") or "image"
+    tag = ref.tag if ref.tag and "/" not in ref.tag and ":" not in ref.tag else "latest"
+    try:
+        return refs.normalize(f"localhost/{cleaned}:{tag}")
+    except InvalidReference:
+        return f"localhost/{cleaned}:latest"
