@@ -143,16 +143,13 @@ def test_cause_chain_follows_causes_and_context() -> None:
 
 def test_no_error_drops_its_cause() -> None:
     """Issue 12: ``raise X(...) from None`` hid the errno and the failing call that
-    ``--debug`` shows. TEMPORARY: images/ is being split on the arch-images branch;
-    once merged, its modules are checked too (drop the exclusion)."""
+    ``--debug`` shows."""
     import ast
 
     from tests.helpers import REPO
 
     found = []
     for path in sorted((REPO / "src" / "hostjob").rglob("*.py")):
-        if "images" in path.parts:
-            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if (
                 isinstance(node, ast.Raise)

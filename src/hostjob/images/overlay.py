@@ -85,11 +85,11 @@ def _mount(
         try:
             _mount_fsconfig(lowers, upper, work, target, volatile)
             return "fsconfig"
-        except _Unsupported:
+        except _Unsupported as err:
             if method == "fsconfig":
                 raise _Failed(
                     "the new mount API with lowerdir+ is not supported", errno.ENOSYS
-                ) from None
+                ) from err
     options = f"upperdir={_escape(upper)},workdir={_escape(work)}"
     if volatile:
         options += ",volatile"
@@ -100,7 +100,7 @@ def _mount(
         except OSError as err:
             raise _Failed(
                 f"cannot mount overlay at {target}: {err.strerror}", err.errno or 0
-            ) from None
+            ) from err
         return "mount"
     _mount_shortnames(lowers, upper, work, target, volatile)
     return "shortnames"
@@ -115,16 +115,16 @@ def _mount_fsconfig(lowers: list[str], upper: str, work: str, target: str, volat
         fs = linux.fsopen("overlay")
     except OSError as err:
         if err.errno in (errno.ENOSYS, errno.EPERM, errno.ENODEV):
-            raise _Unsupported from None
-        raise _Failed(f"fsopen(overlay): {err.strerror}", err.errno or 0) from None
+            raise _Unsupported from err
+        raise _Failed(f"fsopen(overlay): {err.strerror}", err.errno or 0) from err
     try:
         try:
             linux.fsconfig(fs, linux.FSCONFIG_SET_STRING, "source", "hostjob")
             linux.fsconfig(fs, linux.FSCONFIG_SET_STRING, "lowerdir+", lowers[0])
         except OSError as err:
             if err.errno == errno.EINVAL:  # no lowerdir+ before Linux 6.8
-                raise _Unsupported from None
-            raise _Failed(_context_error(fs, "lowerdir+", err), err.errno or 0) from None
+                raise _Unsupported from err
+            raise _Failed(_context_error(fs, "lowerdir+", err), err.errno or 0) from err
         try:
             for lower in lowers[1:]:
                 linux.fsconfig(fs, linux.FSCONFIG_SET_STRING, "lowerdir+", lower)
@@ -135,13 +135,13 @@ def _mount_fsconfig(lowers: list[str], upper: str, work: str, target: str, volat
             linux.fsconfig(fs, linux.FSCONFIG_CMD_CREATE)
             mnt = linux.fsmount(fs, attr_flags=MOUNT_ATTRS)
         except OSError as err:
-            raise _Failed(_context_error(fs, "overlay", err), err.errno or 0) from None
+            raise _Failed(_context_error(fs, "overlay", err), err.errno or 0) from err
         try:
             linux.move_mount(mnt, "", linux.AT_FDCWD, target, linux.MOVE_MOUNT_F_EMPTY_PATH)
         except OSError as err:
             raise _Failed(
                 f"cannot attach overlay at {target}: {err.strerror}", err.errno or 0
-            ) from None
+            ) from err
         finally:
             os.close(mnt)
     finally:
@@ -209,4 +209,4 @@ def unmount(target: str) -> None:
             elif err.errno in (errno.EINVAL, errno.ELOOP, errno.ENOTDIR):
                 return  # not a mount point after all, or not one reached without symlinks
             else:
-                raise MountError(f"cannot unmount {target}: {err.strerror}") from None
+                raise MountError(f"cannot unmount {target}: {err.strerror}") from err

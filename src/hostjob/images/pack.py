@@ -51,8 +51,8 @@ def source_date_epoch() -> int:
     value = os.environ.get("SOURCE_DATE_EPOCH", "")
     try:
         return max(0, int(value)) if value else 0
-    except ValueError:
-        raise InvalidArgument(f"SOURCE_DATE_EPOCH={value!r} is not an integer") from None
+    except ValueError as err:
+        raise InvalidArgument(f"SOURCE_DATE_EPOCH={value!r} is not an integer") from err
 
 
 class _Entry:
@@ -83,12 +83,12 @@ def _open_checked(entry: _Entry, what: str, flags: int) -> int:
     flags |= os.O_RDONLY | os.O_NOFOLLOW | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(entry.name, flags, dir_fd=entry.dir_fd)
-    except (FileNotFoundError, NotADirectoryError):
-        raise _changed(what, entry.rel) from None
+    except (FileNotFoundError, NotADirectoryError) as err:
+        raise _changed(what, entry.rel) from err
     except OSError as err:
         if err.errno == errno.ELOOP:  # a symlink now
-            raise _changed(what, entry.rel) from None
-        raise ImageError(f"cannot read {what}/{entry.rel}: {err.strerror}") from None
+            raise _changed(what, entry.rel) from err
+        raise ImageError(f"cannot read {what}/{entry.rel}: {err.strerror}") from err
     st = os.fstat(fd)
     if (st.st_dev, st.st_ino, stat.S_IFMT(st.st_mode)) != (
         entry.st.st_dev,
@@ -109,13 +109,13 @@ def _walk(dir_fd: int, what: str, prefix: str = "") -> Iterator[_Entry]:
         with os.scandir(dir_fd) as it:
             names = sorted((e.name for e in it), key=os.fsencode)
     except OSError as err:
-        raise ImageError(f"cannot list {what}/{prefix}: {err.strerror}") from None
+        raise ImageError(f"cannot list {what}/{prefix}: {err.strerror}") from err
     for name in names:
         rel = f"{prefix}/{name}" if prefix else name
         try:
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            raise _changed(what, rel) from None
+        except FileNotFoundError as err:
+            raise _changed(what, rel) from err
         entry = _Entry(rel, name, dir_fd, st)
         if not stat.S_ISDIR(st.st_mode):
             yield entry
@@ -201,8 +201,8 @@ class _LayerWriter:
             info.type = tarfile.SYMTYPE
             try:
                 info.linkname = os.readlink(entry.name, dir_fd=entry.dir_fd)
-            except OSError:  # not a symlink any more
-                raise _changed(self.what, entry.rel) from None
+            except OSError as err:  # not a symlink any more
+                raise _changed(self.what, entry.rel) from err
         else:
             info.type = tarfile.CHRTYPE if stat.S_ISCHR(mode) else tarfile.BLKTYPE
             info.devmajor = os.major(st.st_rdev)
@@ -250,10 +250,10 @@ def write_layer(
 
     try:
         root = os.open(src_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
-        raise InvalidArgument(f"{src_dir}: not a directory") from None
+    except (FileNotFoundError, NotADirectoryError) as err:
+        raise InvalidArgument(f"{src_dir}: not a directory") from err
     except OSError as err:
-        raise ImageError(f"cannot read {src_dir}: {err.strerror}") from None
+        raise ImageError(f"cannot read {src_dir}: {err.strerror}") from err
     what = src_dir.rstrip("/") or "/"
     try:
         compressed = Digester(dest)

@@ -295,7 +295,7 @@ def _parse_local(transport: str, rest: str, original: str) -> Reference:
             except ValueError:
                 index = -1
             if index < 0:
-                raise InvalidReference(f"invalid image index {suffix!r} in {original!r}") from None
+                raise InvalidReference(f"invalid image index {suffix!r} in {original!r}")
             return Reference(transport, path=path, index=index)
         if "@" in suffix:
             raise InvalidReference(f"a docker-archive reference cannot have a digest: {original!r}")

@@ -150,7 +150,7 @@ def load_auths(path: str) -> dict[str, tuple[str, str]]:
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as err:
-        raise RegistryError(f"cannot read credentials from {path}: {err}") from None
+        raise RegistryError(f"cannot read credentials from {path}: {err}") from err
     auths = data.get("auths") if type(data) is dict else None
     out: dict[str, tuple[str, str]] = {}
     if type(auths) is not dict:
@@ -163,10 +163,8 @@ def load_auths(path: str) -> dict[str, tuple[str, str]]:
         if type(encoded) is str and encoded:
             try:
                 decoded = base64.b64decode(encoded, validate=False).decode()
-            except (ValueError, UnicodeDecodeError):
-                raise RegistryError(
-                    f"{path}: auths.{key}.auth is not base64 of user:pass"
-                ) from None
+            except (ValueError, UnicodeDecodeError) as err:
+                raise RegistryError(f"{path}: auths.{key}.auth is not base64 of user:pass") from err
             user, sep, password = decoded.partition(":")
             if not sep:
                 raise RegistryError(f"{path}: auths.{key}.auth is not base64 of user:pass")
@@ -314,8 +312,8 @@ class RegistryClient:
 
         try:
             url = httpx.URL(realm)
-        except (httpx.InvalidURL, ValueError):
-            raise RegistryError(f"{self.host}: invalid token realm {realm!r}") from None
+        except (httpx.InvalidURL, ValueError) as err:
+            raise RegistryError(f"{self.host}: invalid token realm {realm!r}") from err
         own_host = url.host == httpx.URL(self.base).host
         if url.scheme == "https":
             if own_host or self.tls_verify:
@@ -359,15 +357,15 @@ class RegistryClient:
         try:
             response = client.get(realm, params=params, headers=headers)
         except httpx.HTTPError as err:
-            raise RegistryError(f"token request to {realm} failed: {_one_line(err)}") from None
+            raise RegistryError(f"token request to {realm} failed: {_one_line(err)}") from err
         if response.status_code in (401, 403):
             raise RegistryError(f"{self.host}: the token server refused the credentials")
         if response.status_code != 200:
             raise _registry_error(response, f"token request to {realm}")
         try:
             body = response.json()
-        except ValueError:
-            raise RegistryError(f"token server {realm} sent no JSON") from None
+        except ValueError as err:
+            raise RegistryError(f"token server {realm} sent no JSON") from err
         token = body.get("token") or body.get("access_token") if type(body) is dict else None
         if type(token) is not str or not token:
             raise RegistryError(f"token server {realm} sent no token")
@@ -479,7 +477,7 @@ class RegistryClient:
         except HostjobError:
             raise
         except Exception as err:
-            raise RegistryError(f"{self.host}/{repo}:{reference}: {err}") from None
+            raise RegistryError(f"{self.host}/{repo}:{reference}: {err}") from err
         finally:
             response.close()
         raw = bytes(body)
@@ -549,7 +547,7 @@ class RegistryClient:
                     raise
                 failures += 1
                 if failures > self.retries:
-                    raise RegistryError(f"{what}: download failed: {_one_line(err)}") from None
+                    raise RegistryError(f"{what}: download failed: {_one_line(err)}") from err
                 time.sleep(_backoff(failures, None))
                 continue
             if desc.size is not None and getattr(writer, "offset", desc.size) < desc.size:

@@ -169,8 +169,8 @@ def _words(entrypoint: str) -> list[str]:
     if entrypoint.startswith("["):
         try:
             words = jsonio.loads(entrypoint)
-        except ValueError:
-            raise InvalidArgument(f"--entrypoint {entrypoint!r} is not a JSON array") from None
+        except ValueError as err:
+            raise InvalidArgument(f"--entrypoint {entrypoint!r} is not a JSON array") from err
         if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
             raise InvalidArgument("--entrypoint: the JSON array must hold strings")
         return words
@@ -184,7 +184,7 @@ def _env(image_env: list[str], flags: RunFlags) -> list[str]:
             with open(path) as f:
                 lines = f.read().splitlines()
         except OSError as err:
-            raise InvalidArgument(f"--env-file {path}: {err.strerror}") from None
+            raise InvalidArgument(f"--env-file {path}: {err.strerror}") from err
         env += [
             _env_entry(line.strip())
             for line in lines

@@ -86,8 +86,8 @@ class DirFiles:
     def open(self, rel: str) -> BinaryIO:
         try:
             return open(self._path(rel), "rb")
-        except FileNotFoundError:
-            raise ImageError(f"{self.root}: missing {rel}") from None
+        except FileNotFoundError as err:
+            raise ImageError(f"{self.root}: missing {rel}") from err
 
     def read(self, rel: str, limit: int = 64 << 20) -> bytes:
         with self.open(rel) as f:
@@ -107,14 +107,14 @@ class TarFiles:
         try:
             self.f: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
         except OSError as err:
-            raise ImageNotFound(f"{path}: {err.strerror}") from None
+            raise ImageNotFound(f"{path}: {err.strerror}") from err
         self.path = path
         try:
             tf = tarfile.open(fileobj=self.f, mode="r:")  # noqa: SIM115 - an index only
             self.members = {_norm(m.name): m for m in tf.getmembers()}
         except (tarfile.TarError, EOFError) as err:
             self.f.close()
-            raise ImageError(f"{path} is not an (uncompressed) tar archive: {err}") from None
+            raise ImageError(f"{path} is not an (uncompressed) tar archive: {err}") from err
 
     def _member(self, rel: str) -> tarfile.TarInfo:
         name = _norm(rel)

@@ -297,7 +297,7 @@ class _Extractor:
         except OSError as err:
             if err.errno in (errno.ELOOP, errno.ENOTDIR):
                 what = "a symlink" if _is_symlink(parent, name) else "not a directory"
-                raise UnpackError(f"path {'/'.join(parts)!r} is {what}") from None
+                raise UnpackError(f"path {'/'.join(parts)!r} is {what}") from err
             raise
         self.fds[parts] = fd
         return fd
@@ -435,14 +435,14 @@ class _Extractor:
                 dst_dir_fd=parent,
                 follow_symlinks=False,
             )
-        except (FileNotFoundError, UnpackError):
+        except (FileNotFoundError, UnpackError) as err:
             raise UnpackError(
                 f"hardlink {member.name!r} -> {member.linkname!r}: target is not in this layer"
-            ) from None
-        except PermissionError:
+            ) from err
+        except PermissionError as err:
             raise UnpackError(
                 f"hardlink {member.name!r} -> {member.linkname!r}: target is a directory"
-            ) from None
+            ) from err
 
     def whiteout(self, parts: tuple[str, ...]) -> None:
         base = parts[-1]
@@ -489,9 +489,7 @@ class _Extractor:
             except OSError as err:
                 if lenient and err.errno in (errno.EPERM, errno.ENOTSUP):
                     continue
-                raise UnpackError(
-                    f"entry {member.name!r}: cannot set xattr {name}: {err}"
-                ) from None
+                raise UnpackError(f"entry {member.name!r}: cannot set xattr {name}: {err}") from err
 
     def finish_dirs(self) -> None:
         for parts, member in reversed(list(self.deferred_dirs.items())):
@@ -571,9 +569,9 @@ def extract(
                 message = str(err)
                 if not message.startswith(("entry ", "hardlink ")):
                     message = f"entry {member.name!r}: {message}"
-                raise UnpackError(message) from None
+                raise UnpackError(message) from err
             except OSError as err:
-                raise UnpackError(f"entry {member.name!r}: {err.strerror or err}") from None
+                raise UnpackError(f"entry {member.name!r}: {err.strerror or err}") from err
             faults.point("unpack:mid-layer")  # some of the layer's entries are written
         end = getattr(tf, "_hostjob_end", None)
         if end != "eof":
@@ -584,15 +582,15 @@ def extract(
     except HostjobError:
         raise
     except tarfile.TarError as err:
-        raise UnpackError(f"broken tar stream: {err}") from None
+        raise UnpackError(f"broken tar stream: {err}") from err
     except EOFError as err:
-        raise UnpackError(f"tar stream is truncated: {err or 'unexpected end'}") from None
+        raise UnpackError(f"tar stream is truncated: {err or 'unexpected end'}") from err
     except OSError as err:
         if err.errno is None:  # gzip.BadGzipFile and friends: a decompressor's complaint
-            raise UnpackError(f"corrupt {compression} stream: {err}") from None
-        raise UnpackError(f"cannot unpack: {err}") from None
+            raise UnpackError(f"corrupt {compression} stream: {err}") from err
+        raise UnpackError(f"cannot unpack: {err}") from err
     except Exception as err:  # decompressor errors: zlib.error, ZstdError, isal errors
-        raise UnpackError(f"cannot unpack {compression} layer: {err}") from None
+        raise UnpackError(f"cannot unpack {compression} layer: {err}") from err
     finally:
         extractor.close()
         os.close(root_fd)
