@@ -16,7 +16,8 @@ flags but a state root of hostjob's own, ``<root>/.delegate/<runtime name>``:
   ``readlink`` that every runtime command pays) and is replaced by the runtime's
   (``exec``) with the same words;
 * ``delete`` runs the runtime's and removes the route once that succeeded (``delete
-  --force`` of a route whose container the runtime never made succeeds too: runc's does);
+  --force`` of a route whose container the runtime never made succeeds too: runc's does),
+  then the runtime's state root if it is empty (``_tidy``);
 * ``list`` merges the runtime's list (``list_delegated``).
 
 Nothing here runs for a job container: the runtime path pays only the ``readlink``.
@@ -26,13 +27,15 @@ from __future__ import annotations
 
 import os
 
-from hostjob import config
+from hostjob import config, faults
 from hostjob.errors import ConfigError, DelegateError
-from hostjob.runtime.state_dir import StateStore, validate_id
+from hostjob.runtime.state_dir import DELEGATE_DIR, StateStore, validate_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, NoReturn
+
+    from hostjob.fsutil import FileLock
 
 ENV_RUNTIME = "HOSTJOB_DELEGATE_RUNTIME"
 DEFAULT_RUNTIME = "runc"
@@ -103,15 +106,19 @@ def create(
     lock = store.create(container_id)  # an ID taken by either runtime: already exists
     try:
         store.write_route(container_id, runtime)
+        faults.point("delegate:after-route")
         given = confined_bundle(store, container_id, bundle)
         argv = [runtime, *flags, "--root", store.delegate_root(runtime), "create"]
         argv += ["--bundle", given, *create_flags, container_id]
-        code = _spawn(argv)
+        with _delegates_lock(store):
+            code = _spawn(argv)
         if code != 0:
             store.remove(container_id)
+            _tidy(store)
         return code
     except BaseException:
         store.remove(container_id)
+        _tidy(store)
         raise
     finally:
         lock.release()
@@ -130,8 +137,44 @@ def dispatch(
     with store.lock(container_id):
         code = _spawn(argv)
         if code == 0:
+            faults.point("delegate:after-runtime-delete")
             store.remove(container_id)
+    if code == 0:
+        _tidy(store)
     return code
+
+
+def _delegates_lock(store: StateStore) -> FileLock:
+    """A shared lock on ``<root>/.delegate`` (made if missing), held while a runtime makes
+    a container in its state root there: ``_tidy`` removes none of them meanwhile."""
+    from hostjob import fsutil
+
+    path = os.path.join(store.root, DELEGATE_DIR)
+    fsutil.ensure_dir(path, 0o700)
+    return fsutil.lock_fd(os.open(path, fsutil.DIR_FLAGS), shared=True)
+
+
+def _tidy(store: StateStore) -> None:
+    """Remove the real runtimes' state roots that hold no container any more, and
+    ``<root>/.delegate`` with them -- unless a create is under way (it holds the shared
+    lock; the next delete tidies up)."""
+    from hostjob import fsutil
+
+    path = os.path.join(store.root, DELEGATE_DIR)
+    try:
+        lock = fsutil.lock_fd(os.open(path, fsutil.DIR_FLAGS), wait=False)
+    except (FileNotFoundError, BlockingIOError):
+        return
+    with lock:
+        for name in os.listdir(lock.fd):
+            try:
+                os.rmdir(name, dir_fd=lock.fd)
+            except OSError:
+                pass  # a runtime's root that still holds containers (or a file)
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
 
 
 def list_delegated(root: str) -> list[tuple[str, dict[str, Any]]]:
