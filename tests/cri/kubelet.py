@@ -543,6 +543,7 @@ class Pod:
         env: dict[str, str] | None = None,
         init: bool = False,
         privileged: bool = False,
+        image: str = TOOLS_IMAGE,
     ) -> tuple[cri.ContainerConfig, Path]:
         """The kubelet's ContainerConfig for one container of this pod (and the termination-log
         file it made for it): ``volumes``, the token volume (admission appends it to the
@@ -561,7 +562,7 @@ class Pod:
         ]
         config = cri.ContainerConfig(
             metadata=cri.ContainerMetadata(name=name, attempt=attempt),
-            image=cri.ImageSpec(image=self.node.image_id(TOOLS_IMAGE)),
+            image=cri.ImageSpec(image=self.node.image_id(image)),
             command=command,
             envs=[cri.KeyValue(key=k, value=v) for k, v in {**SERVICE_ENV, **(env or {})}.items()],
             mounts=mounts,

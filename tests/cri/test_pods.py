@@ -301,7 +301,7 @@ def test_pod_lifecycle(kubelet_node: Node) -> None:
 def check_generated_config(node: Node, pod: Pod, c: Container) -> None:
     """The OCI config containerd generated for a running container has the kubelet's mounts with
     the options recorded in ``fixtures/cri-container-config.json`` (captured from a real run; the
-    evidence ``docs/cri-phase2.md`` is written from)."""
+    evidence ``tests/cri/README.md``'s "What containerd passes" is written from)."""
     bundle = node.containerd.dir / "state" / "io.containerd.runtime.v2.task" / "k8s.io" / c.id
     live = json.loads((bundle / "config.json").read_text())
     recorded = json.loads((FIXTURES / "cri-container-config.json").read_text())
