@@ -134,3 +134,4 @@ def test_job_init_then_confined_main(kubelet_node: Node, tmp_path: Path, form: s
     assert (status.exit_code, status.reason) == (0, "Completed"), status
     delete_and_check(node, pod)
     assert not runc_ids(node.delegate_root)
+    assert not (node.runtime_root / ".delegate").exists(), "runc's empty state root is tidied"
