@@ -20,6 +20,8 @@ turns any ``HostjobError`` into that line on stderr, a logrus-style record in
     │   ├── MissingController  a limit needs a controller the host lacks
     │   └── CgroupExists       the job's cgroup exists already (hostjob never adopts one)
     ├── NotSupported           checkpoint/restore and friends
+    ├── DelegateError          a container that is not a job container: its real OCI
+    │                          runtime cannot be found, or it is asked of hostjob itself
     ├── PermissionDenied       hostjob needs root for this
     └── ImageError             the image path (``hostjob run IMAGE``, pull, unpack)
         ├── InvalidReference   an image reference or transport that cannot be parsed
@@ -142,6 +144,11 @@ class CgroupExists(CgroupError):
 
 class NotSupported(HostjobError):
     pass
+
+
+class DelegateError(HostjobError):
+    """About a container that is not a job container (SPEC §4, mixed pods), which
+    hostjob hands to a real OCI runtime."""
 
 
 class PermissionDenied(HostjobError):

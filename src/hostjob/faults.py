@@ -25,6 +25,8 @@ POINTS = (
     "delete:after-kill",
     "delete:after-cgroup",
     "delete:after-unmount",
+    "delegate:after-route",  # a container that is not a job container: before runc's create
+    "delegate:after-runtime-delete",  # ... after runc's delete, before the route goes
     "unpack:mid-layer",
     "pull:mid-blob",
 )

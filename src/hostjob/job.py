@@ -111,17 +111,28 @@ class Hook(Model):
     )
 
 
+# Volume.propagation: how mounts under a bind-mode volume travel between the job's
+# mount namespace and the host's (runtime-spec's rprivate / rslave / rshared options,
+# Kubernetes' None / HostToContainer / Bidirectional).
+PRIVATE = "rprivate"  # neither way (the default, as runc's)
+SLAVE = "rslave"  # host -> job
+SHARED = "rshared"  # both ways: the job's mounts reach the host
+PROPAGATIONS = (PRIVATE, SLAVE, SHARED)
+
+
 class Volume(Model):
     """A bind mount of the spec: a symlink in host mode, a real bind in bind mode."""
 
-    __slots__ = ("destination", "readonly", "source")
+    __slots__ = ("destination", "propagation", "readonly", "source")
     source: str
     destination: str
     readonly: bool
+    propagation: str | None  # one of PROPAGATIONS; None in records made before it was kept
     FIELDS = (
         ("source", "source", string),
         ("destination", "destination", string),
         ("readonly", "readonly", boolean),
+        ("propagation", "propagation", string),
     )
 
 

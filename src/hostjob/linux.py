@@ -56,6 +56,7 @@ MNT_EXPIRE = 0x4
 UMOUNT_NOFOLLOW = 0x8
 
 # The new mount API
+SYS_OPEN_TREE = 428
 SYS_MOVE_MOUNT = 429
 SYS_FSOPEN = 430
 SYS_FSCONFIG = 431
@@ -66,6 +67,12 @@ FSCONFIG_SET_FLAG = 0
 FSCONFIG_SET_STRING = 1
 FSCONFIG_CMD_CREATE = 6
 MOVE_MOUNT_F_EMPTY_PATH = 0x4
+MOVE_MOUNT_T_EMPTY_PATH = 0x40
+OPEN_TREE_CLONE = 0x1
+OPEN_TREE_CLOEXEC = os.O_CLOEXEC
+AT_RECURSIVE = 0x8000
+AT_EMPTY_PATH = 0x1000
+AT_SYMLINK_NOFOLLOW = 0x100
 MOUNT_ATTR_RDONLY = 0x1
 MOUNT_ATTR_NOSUID = 0x2
 MOUNT_ATTR_NODEV = 0x4
@@ -390,6 +397,13 @@ def fsconfig(
 def fsmount(fd: int, flags: int = FSMOUNT_CLOEXEC, attr_flags: int = 0) -> int:
     """fsmount(2): a detached mount fd from a created context."""
     return _check(_syscall(SYS_FSMOUNT, fd, flags, attr_flags))
+
+
+def open_tree(dfd: int, path: str, flags: int) -> int:
+    """open_tree(2): with ``OPEN_TREE_CLONE`` (and ``AT_RECURSIVE``) a detached copy of
+    the mount (tree) at ``path`` that ``move_mount`` can attach elsewhere; the copy of
+    a shared mount joins its peer group, so mounts under it propagate both ways."""
+    return _check(_syscall(SYS_OPEN_TREE, dfd, _b(path), flags), path)
 
 
 def move_mount(from_dfd: int, from_path: str, to_dfd: int, to_path: str, flags: int = 0) -> None:

@@ -83,3 +83,31 @@ def mount_of(path: str) -> Mount | None:
         if inside and (best is None or len(point) >= len(best.point)):
             best = mount
     return best
+
+
+def points_of_host_rooted_namespaces() -> set[str]:
+    """The mount points of every mount namespace on the host whose processes see the
+    host's ``/`` as their root -- the host's own, and those of bind-mode job containers of
+    any state root -- but not those of containers with a root of their own (runc's,
+    whose mount points are relative to it). A path made for bind mode is removed only
+    when none lies at or below it: ``rmdir`` would take other namespaces' mounts on it
+    with it."""
+    root = os.stat("/")
+    seen: set[str] = set()
+    points: set[str] = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            namespace = os.readlink(f"/proc/{name}/ns/mnt")
+            if namespace in seen:
+                continue
+            st = os.stat(f"/proc/{name}/root")
+            if (st.st_dev, st.st_ino) != (root.st_dev, root.st_ino):
+                continue
+            mounts = read(f"/proc/{name}/mountinfo")
+        except OSError:
+            continue  # gone meanwhile, or a kernel thread
+        seen.add(namespace)
+        points.update(m.point for m in mounts)
+    return points

@@ -53,16 +53,18 @@ def test_containerd_parses_the_runtime_entry(tmp_path: Path, compat_workdir: Pat
     assert '"io.hostjob.*"' in entry
 
 
-def test_runtimeclass_and_pod_name_the_handler() -> None:
+def test_runtimeclass_and_pods_name_the_handler() -> None:
+    """The names tie together; tests/cri/test_operator_pods.py creates the pods themselves
+    through containerd's CRI."""
     runtime_class = snippet("runtimeclass")
-    pod = snippet("pod")
     handler = re.search(r"^handler: (\S+)", runtime_class, re.M)
     assert handler and handler.group(1) == "hostjob"
     assert "containerd.runtimes.hostjob]" in snippet("containerd-config")
-    assert re.search(r"^\s+runtimeClassName: hostjob$", pod, re.M)
-    assert re.search(r"^\s+hostNetwork: true$", pod, re.M) and re.search(
-        r"^\s+hostPID: true$", pod, re.M
-    )
+    for name in ("pod", "mixed-pod"):
+        pod = snippet(name)
+        assert re.search(r"^\s+runtimeClassName: hostjob$", pod, re.M), name
+        assert re.search(r"^\s+hostNetwork: true$", pod, re.M), name
+    assert re.search(r"^\s+hostPID: true$", snippet("pod"), re.M)
 
 
 def test_podman_runs_hostjob_by_name(

@@ -263,6 +263,8 @@ class Node:
         self.root_dir = workdir / "kubelet"
         self.log_dir = workdir / "log" / "pods"
         self.runtime_root = runtime_root / containerd.namespace
+        # where runc keeps the containers hostjob hands it (those that are not job containers)
+        self.delegate_root = self.runtime_root / ".delegate" / "runc"
         self.cgroup_root = "/" + cgroup_root.strip("/")
         self.handler = handler
         self.channel = grpc.insecure_channel(f"unix://{containerd.address}")
@@ -337,6 +339,7 @@ class Node:
         d = self.containerd.dir
         return [
             self.runtime_root / cid,
+            self.delegate_root / cid,
             d / "state" / "io.containerd.runtime.v2.task" / self.containerd.namespace / cid,
             d / "state" / "io.containerd.grpc.v1.cri" / "sandboxes" / cid,
             d / "state" / "io.containerd.grpc.v1.cri" / "containers" / cid,
@@ -499,18 +502,33 @@ class Pod:
             check=True, capture_output=True, timeout=30,
         )  # fmt: skip
         self._token_mounted = True
-        stamp = time.strftime("..%Y_%m_%d_%H_%M_%S.", time.gmtime()) + str(os.getpid())
-        (d / stamp).mkdir(mode=0o755)
+        (d / "..data").symlink_to(self._write_payload())
+        for name in ("token", "ca.crt", "namespace"):
+            (d / name).symlink_to(f"..data/{name}")
+
+    def _write_payload(self) -> str:
+        """The atomic writer's new ``..<timestamp>`` directory with the volume's files."""
+        stamp = time.strftime("..%Y_%m_%d_%H_%M_%S.", time.gmtime()) + _rand(9)
+        (self.token_dir / stamp).mkdir(mode=0o755)
         for name, value in (
             ("token", self.token),
             ("ca.crt", "-----BEGIN CERTIFICATE-----\ntest\n-----END CERTIFICATE-----\n"),
             ("namespace", self.namespace),
         ):
-            (d / stamp / name).write_text(value)
-            (d / stamp / name).chmod(0o644)
-        (d / "..data").symlink_to(stamp)
-        for name in ("token", "ca.crt", "namespace"):
-            (d / name).symlink_to(f"..data/{name}")
+            (self.token_dir / stamp / name).write_text(value)
+            (self.token_dir / stamp / name).chmod(0o644)
+        return stamp
+
+    def rotate_token(self, token: str) -> None:
+        """A new token, as the kubelet's atomic writer publishes it: the files in a new
+        ``..<timestamp>`` directory, ``..data_tmp`` pointing there renamed over ``..data``,
+        the old directory removed (``token -> ..data/token`` never changes)."""
+        d = self.token_dir
+        old = os.readlink(d / "..data")
+        self.token = token
+        (d / "..data_tmp").symlink_to(self._write_payload())
+        os.rename(d / "..data_tmp", d / "..data")
+        shutil.rmtree(d / old)
 
     # -- containers
     def container_config(
@@ -525,6 +543,7 @@ class Pod:
         env: dict[str, str] | None = None,
         init: bool = False,
         privileged: bool = False,
+        image: str = TOOLS_IMAGE,
     ) -> tuple[cri.ContainerConfig, Path]:
         """The kubelet's ContainerConfig for one container of this pod (and the termination-log
         file it made for it): ``volumes``, the token volume (admission appends it to the
@@ -543,7 +562,7 @@ class Pod:
         ]
         config = cri.ContainerConfig(
             metadata=cri.ContainerMetadata(name=name, attempt=attempt),
-            image=cri.ImageSpec(image=self.node.image_id(TOOLS_IMAGE)),
+            image=cri.ImageSpec(image=self.node.image_id(image)),
             command=command,
             envs=[cri.KeyValue(key=k, value=v) for k, v in {**SERVICE_ENV, **(env or {})}.items()],
             mounts=mounts,

@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from cri_api.v1 import api_pb2 as cri
 
 from .kubelet import CALL_TIMEOUT, Node, Pod, Resources
+from .test_kubernetes import host_paths, paths_left
 from .test_pods import IDLE, sh
 
 PODS = 20
@@ -14,8 +15,11 @@ PODS = 20
 
 def test_pods_created_and_removed_concurrently(kubelet_node: Node) -> None:
     """20 pods (BestEffort and Burstable) created, run and deleted concurrently: each container
-    runs and logs, each pod deletion succeeds, and nothing of any of them is left."""
+    runs and logs, each pod deletion succeeds, and nothing of any of them is left -- not even
+    the paths their bind-mode containers share on the host (``/hpc``, the token volume's
+    target), made by the first and removed by the last."""
     node = kubelet_node
+    before = host_paths()
     pods = [
         node.pod(
             f"many-{i}",
@@ -42,3 +46,4 @@ def test_pods_created_and_removed_concurrently(kubelet_node: Node) -> None:
     for pod, (ids, _, _) in zip(pods, results, strict=True):
         left = node.leftovers(pod, ids)
         assert not left, (pod, left)
+    assert not paths_left(before)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.helpers import Hostjob, base_config, hostjob_env, mounts_under, new_id
 
@@ -140,3 +143,151 @@ def test_bad_mode_refused(hj: Hostjob, bundle) -> None:
     config = base_config("true")
     config["annotations"] = {"io.hostjob.mount-mode": "overlay"}
     assert "io.hostjob.mount-mode" in hj.fail("create", "-b", str(bundle(config)), new_id())
+
+
+# --- volumes under /dev, /proc and /sys (issue 13) ---------------------------------------------
+
+
+def wait_lines(path: Path, count: int, timeout: float = 30) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().count("\n") >= count:
+            break
+        time.sleep(0.02)
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def bind_volume(source: Path, destination: str, *options: str) -> dict:  # type: ignore[type-arg]
+    return {
+        "destination": destination,
+        "type": "bind",
+        "source": str(source),
+        "options": ["rbind", *options],
+    }
+
+
+def test_a_dev_volume_the_host_lacks_gets_a_private_dev(
+    hj: Hostjob, bundle, tmp_path: Path
+) -> None:
+    """Like the kubelet's /dev/termination-log: the target is made in the job's own /dev (an
+    overlay of the host's), never in the host's; devices, /dev/pts and /dev/shm still work."""
+    message = tmp_path / "message"
+    message.touch()
+    target = f"/dev/hostjob-test-{new_id()}"
+    out = tmp_path / "out"
+    script = (
+        f"echo written-by-the-job > {target}; "
+        "test -c /dev/null && echo null-is-a-device; echo x > /dev/null && echo null-writable; "
+        "test -c /dev/pts/ptmx && echo pts; grep -q ' /dev/shm ' /proc/self/mountinfo && echo shm; "
+        "grep ' /dev ' /proc/self/mountinfo | grep -q overlay && echo private-dev; "
+        "touch /dev/made-by-the-job && echo made; exec sleep 300"
+    )
+    config = base_config("sh", "-c", f"({script}) > {out} 2>&1")
+    config["annotations"] = {"io.hostjob.mount-mode": "bind"}
+    config["mounts"] = [bind_volume(message, target)]
+    cid = new_id()
+    host_dev = sorted(os.listdir("/dev"))
+    hj.ok("run", "-d", "-b", str(bundle(config)), cid)
+    lines = wait_lines(out, 6)
+    assert lines == ["null-is-a-device", "null-writable", "pts", "shm", "private-dev", "made"], (
+        lines
+    )
+    assert message.read_text() == "written-by-the-job\n"
+    assert sorted(os.listdir("/dev")) == host_dev  # neither the target nor the job's file
+    assert hj.ok("exec", cid, "cat", target) == "written-by-the-job\n"  # an exec sees it too
+    hj.ok("delete", "--force", cid)
+    assert sorted(os.listdir("/dev")) == host_dev
+
+
+def test_an_existing_dev_target_needs_no_private_dev(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    (shm / "pod-file").touch()
+    config = base_config(
+        "sh", "-c", "ls /dev/shm; grep ' /dev ' /proc/self/mountinfo | cut -d' ' -f9"
+    )
+    config["annotations"] = {"io.hostjob.mount-mode": "bind"}
+    config["mounts"] = [bind_volume(shm, "/dev/shm")]
+    result = hj("run", "-b", str(bundle(config)), new_id())
+    assert result.stdout.split() == ["pod-file", "devtmpfs"], result.stderr
+
+
+@pytest.mark.parametrize("tree", ["/proc", "/sys"])
+def test_a_missing_target_under_proc_or_sys_is_refused(
+    hj: Hostjob, bundle, tmp_path: Path, tree: str
+) -> None:
+    config = base_config("true")
+    config["annotations"] = {"io.hostjob.mount-mode": "bind"}
+    target = f"{tree}/hostjob-test-{new_id()}"
+    config["mounts"] = [bind_volume(tmp_path, target)]
+    error = hj.fail("create", "-b", str(bundle(config)), new_id())
+    assert error == (
+        f"volume {target}: {target} does not exist, and hostjob makes nothing under {tree}"
+        " (only a path that exists there can be a mount target)"
+    )
+    assert not os.path.lexists(target)
+    assert not hj.root.exists() or os.listdir(hj.root) == []
+
+
+def test_an_existing_target_under_sys_is_bound_for_the_job_only(
+    hj: Hostjob, bundle, tmp_path: Path
+) -> None:
+    (tmp_path / "vol").mkdir()
+    (tmp_path / "vol" / "from-the-volume").touch()
+    config = base_config("ls", "/sys/firmware")
+    config["annotations"] = {"io.hostjob.mount-mode": "bind"}
+    config["mounts"] = [bind_volume(tmp_path / "vol", "/sys/firmware", "ro")]
+    before = sorted(os.listdir("/sys/firmware"))
+    assert hj("run", "-b", str(bundle(config)), new_id()).stdout == "from-the-volume\n"
+    assert sorted(os.listdir("/sys/firmware")) == before
+
+
+# --- propagation (issue 13) ---------------------------------------------------------------------
+
+
+def test_volume_propagation(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    """rshared (Bidirectional): the job's mounts under the volume reach the host; rprivate (the
+    default): nothing either way; rslave (HostToContainer): the host's mounts reach the job."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "hostjob-test-shared", str(shared)], check=True)
+    try:
+        subprocess.run(["mount", "--make-shared", str(shared)], check=True)
+        for name in ("bidi", "plain", "h2c"):
+            (shared / name).mkdir()
+        inside = tmp_path / "in"
+        out = tmp_path / "out"
+        config = base_config(
+            "sh",
+            "-c",
+            f"mkdir {inside}/bidi/m {inside}/plain/m && mount -t tmpfs job-bidi {inside}/bidi/m"
+            f" && mount -t tmpfs job-plain {inside}/plain/m && echo mounted > {out}; exec sleep 300",
+        )
+        config["annotations"] = {"io.hostjob.mount-mode": "bind"}
+        config["mounts"] = [
+            bind_volume(shared / "bidi", f"{inside}/bidi", "rshared"),
+            bind_volume(shared / "plain", f"{inside}/plain"),
+            bind_volume(shared / "h2c", f"{inside}/h2c", "rslave"),
+        ]
+        cid = new_id()
+        hj.ok("run", "-d", "-b", str(bundle(config)), cid)
+        assert wait_lines(out, 1) == ["mounted"]
+        on_host = mounts_under(str(shared))
+        assert str(shared / "bidi" / "m") in on_host
+        assert str(shared / "plain" / "m") not in on_host
+        for name in ("plain", "h2c"):
+            (shared / name / "h").mkdir()
+            subprocess.run(
+                ["mount", "-t", "tmpfs", f"host-{name}", str(shared / name / "h")], check=True
+            )
+        in_job = {
+            line.split()[4]
+            for line in hj.ok("exec", cid, "cat", "/proc/self/mountinfo").splitlines()
+        }
+        assert str(inside / "h2c" / "h") in in_job
+        assert str(inside / "plain" / "h") not in in_job
+        hj.ok("delete", "--force", cid)
+        assert not inside.exists()
+    finally:
+        for point in sorted(mounts_under(str(shared)), key=len, reverse=True):
+            subprocess.run(["umount", "-l", point], check=False)

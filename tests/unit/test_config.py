@@ -13,6 +13,8 @@ from hostjob import log
 from hostjob.config import (
     DEFAULT_BIND_MOUNT_POINT,
     HostFacts,
+    confined_namespaces,
+    is_job_container,
     process_config,
     to_job_config,
     validate_mount_point,
@@ -278,6 +280,102 @@ def test_mount_mode_annotation() -> None:
     )
 
 
+CRI = "io.kubernetes.cri.container-type"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "mode"),
+    [
+        ({CRI: "container"}, "bind"),  # containerd's CRI plugin: the kubelet's volumes
+        ({"io.kubernetes.cri-o.ContainerType": "container"}, "bind"),  # CRI-O's
+        ({CRI: "sandbox"}, "host"),  # the pod's sandbox stays on the host
+        ({"io.kubernetes.cri-o.ContainerType": "sandbox"}, "host"),
+        ({CRI: "container", "io.hostjob.mount-mode": "host"}, "host"),  # the annotation chooses
+        ({CRI: "sandbox", "io.hostjob.mount-mode": "bind"}, "bind"),
+        ({"io.kubernetes.container.name": "x"}, "host"),  # not the runtime's annotation
+    ],
+)
+def test_cri_containers_default_to_bind_mode(annotations: dict[str, str], mode: str) -> None:
+    job = convert(base_config(annotations=annotations))
+    assert job.mount_mode == mode
+    assert job.mount_point == ("/hpc" if mode == "bind" else job.rootfs)
+
+
+# --- §4 mixed pods: which containers are job containers ---------------------------------------
+
+NAME = "io.kubernetes.cri.container-name"
+JOB = "io.hostjob.job-container"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "job"),
+    [
+        ({}, True),
+        ({JOB: "false"}, False),
+        ({JOB: "False"}, False),
+        ({JOB: "true"}, True),
+        # the pod annotation naming a container reaches every container and the sandbox
+        ({CRI: "container", NAME: "main", f"{JOB}.main": "false"}, False),
+        ({CRI: "container", NAME: "init", f"{JOB}.main": "false"}, True),
+        ({CRI: "sandbox", f"{JOB}.main": "false"}, False),  # the pod's namespaces: runc's
+        ({CRI: "sandbox", f"{JOB}.main": "true"}, True),
+        ({CRI: "sandbox", JOB: "false"}, False),  # a pod of confined containers only
+        # the named one is the more specific
+        ({CRI: "container", NAME: "main", f"{JOB}.main": "true", JOB: "false"}, True),
+        ({CRI: "container", NAME: "side", f"{JOB}.main": "true", JOB: "false"}, False),
+        ({f"{JOB}.main": "false"}, True),  # no name, not a sandbox: nothing names it
+    ],
+)
+def test_which_containers_are_job_containers(annotations: dict[str, str], job: bool) -> None:
+    assert is_job_container(annotations) is job
+
+
+def test_a_container_that_is_not_a_job_container_is_never_converted() -> None:
+    refused(base_config(annotations={JOB: "false"}), "annotations", "real OCI runtime")
+    sandbox = {CRI: "sandbox", f"{JOB}.app": "false"}
+    refused(base_config(annotations=sandbox), "annotations", "not a job container")
+
+
+@pytest.mark.parametrize("key", [JOB, f"{JOB}.main"])
+def test_a_job_container_value_is_true_or_false(key: str) -> None:
+    annotations = {CRI: "container", NAME: "main", key: "maybe"}
+    refused(base_config(annotations=annotations), f"annotations.{key}", "true or false")
+
+
+HOST = "/proc/1/ns/"
+POD = "/proc/4242/ns/"
+
+
+def ns(kind: str, path: str | None = None) -> dict[str, str]:
+    return {"type": kind, **({"path": path} if path else {})}
+
+
+def test_a_job_sandbox_namespaces_become_the_confined_containers_own() -> None:
+    """containerd's entries for a container of a host-network pod whose sandbox runs on the
+    host: IPC and PID become its own, network and UTS stay the host's (as under runc)."""
+    entries = [
+        ns("pid", POD + "pid"), ns("ipc", POD + "ipc"), ns("uts", POD + "uts"), ns("mount"),
+        ns("network", POD + "net"),
+    ]  # fmt: skip
+    on_host = {"pid", "ipc", "uts", "network"}
+    assert confined_namespaces(entries, on_host) == [
+        ns("pid"), ns("ipc"), ns("uts", POD + "uts"), ns("mount"), ns("network", POD + "net")
+    ]  # fmt: skip
+    # not the host's network (a namespace of the pod's): UTS becomes its own too
+    assert confined_namespaces(entries, on_host - {"network"}) == [
+        ns("pid"), ns("ipc"), ns("uts"), ns("mount"), ns("network", POD + "net")
+    ]  # fmt: skip
+    # no network entry at all is the runtime's network: the host's
+    no_net = [ns("ipc", HOST + "ipc"), ns("uts", HOST + "uts")]
+    assert confined_namespaces(no_net, {"ipc", "uts"}) == [ns("ipc"), ns("uts", HOST + "uts")]
+
+
+def test_a_real_sandboxs_namespaces_stay() -> None:
+    entries = [ns("pid"), ns("ipc", POD + "ipc"), ns("network", POD + "net"), ns("mount")]
+    assert confined_namespaces(entries, set()) is None
+    assert confined_namespaces([ns("ipc"), ns("pid")], {"ipc", "pid"}) is None  # new already
+
+
 # --- §3 the sandbox mount point ---------------------------------------------------------------
 
 
@@ -360,6 +458,24 @@ def test_bind_mounts_become_volumes(logged: list[tuple[str, str]]) -> None:
         ("/etc/hosts", "/etc/hosts", False),
     ]
     assert logged == []
+
+
+@pytest.mark.parametrize(
+    ("options", "propagation"),
+    [
+        ([], "rprivate"),  # runc's default
+        (["rbind", "rprivate", "rw"], "rprivate"),  # Kubernetes' None
+        (["rbind", "rslave", "rw"], "rslave"),  # HostToContainer
+        (["rbind", "rshared", "rw"], "rshared"),  # Bidirectional
+        (["bind", "shared"], "rshared"),
+        (["bind", "slave"], "rslave"),
+        (["rbind", "runbindable"], "rprivate"),
+        (["rshared", "rslave"], "rslave"),  # the last one given wins, as in runc
+    ],
+)
+def test_volumes_keep_their_propagation(options: list[str], propagation: str) -> None:
+    mounts = [{"type": "bind", "source": "/s", "destination": "/d", "options": options}]
+    assert convert(base_config(mounts=mounts)).volumes[0].propagation == propagation
 
 
 def test_container_internal_mounts_are_dropped_quietly(logged: list[tuple[str, str]]) -> None:

@@ -67,10 +67,17 @@ GLOBAL = Command(
 )
 
 
+# Commands that name one container: a container that is not a job container is handed
+# to its real OCI runtime (hostjob.runtime.delegate) before the command runs.
+ROUTED = frozenset(
+    ("start", "state", "kill", "delete", "exec", "ps", "events", "update", "pause", "resume")
+)
+
+
 class Context:
     """The global flags, as every command sees them."""
 
-    __slots__ = ("debug", "log", "log_format", "root", "rootless", "systemd_cgroup")
+    __slots__ = ("criu", "debug", "log", "log_format", "root", "rootless", "systemd_cgroup")
 
     def __init__(self, args: Args) -> None:
         self.root: str = args.root
@@ -79,6 +86,25 @@ class Context:
         self.debug: bool = args.debug
         self.systemd_cgroup: bool = args.systemd_cgroup
         self.rootless: str = args.rootless
+        self.criu: str | None = args.criu
+
+    def delegate_flags(self) -> list[str]:
+        """The global flags a real OCI runtime gets when hostjob hands it a container
+        (all but ``--root``: it has a state root of its own)."""
+        flags = []
+        if self.log:
+            flags += ["--log", self.log]
+        if self.log_format != "text":
+            flags += ["--log-format", self.log_format]
+        if self.debug:
+            flags.append("--debug")
+        if self.systemd_cgroup:
+            flags.append("--systemd-cgroup")
+        if self.rootless != "auto":
+            flags.append(f"--rootless={self.rootless}")
+        if self.criu:
+            flags += ["--criu", self.criu]
+        return flags
 
 
 def _top_usage() -> str:
@@ -138,6 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if needs_root and os.geteuid() != 0:
             raise PermissionDenied(f"hostjob {name} needs root (euid 0): run it as root")
+        if name in ROUTED:
+            runtime = _route(ctx.root, args.container_id)
+            if runtime is not None:
+                from hostjob.runtime import delegate
+
+                flags = ctx.delegate_flags()
+                return delegate.dispatch(ctx.root, args.container_id, runtime, name, rest, flags)
         code: int = module.run(args, ctx)
         return code
     except HostjobError as err:
@@ -158,6 +191,14 @@ def main(argv: list[str] | None = None) -> int:
         if glob.debug:
             raise
         return _fail(HostjobError(f"internal error: {type(err).__name__}: {err}"), glob.debug)
+
+
+def _route(root: str, container_id: str) -> str | None:
+    """The real runtime of a container that is not a job container (one readlink; the
+    state directory module is loaded already by every command that names a container)."""
+    from hostjob.runtime.state_dir import StateStore
+
+    return StateStore(root).route(container_id)
 
 
 def _silence_stdout() -> None:

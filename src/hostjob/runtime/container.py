@@ -18,6 +18,7 @@ from hostjob.errors import (
     CgroupExists,
     ContainerNotFound,
     ContainerNotRunning,
+    DelegateError,
     HookError,
     HostjobError,
     InvalidState,
@@ -115,7 +116,16 @@ class Container:
     @classmethod
     def load(cls, container_id: str, *, root: str = DEFAULT_ROOT) -> Container:
         store = StateStore(root)
-        return cls(store, container_id, store.read(container_id))
+        record = store.read(container_id)
+        if record is None:
+            runtime = store.route(container_id)
+            if runtime is not None:
+                raise DelegateError(
+                    f"container {container_id} is not a job container: {runtime} runs it"
+                    f" (state root {store.delegate_root(runtime)}); the hostjob command"
+                    " hands it over, the library does not"
+                )
+        return cls(store, container_id, record)
 
     @classmethod
     def load_all(cls, *, root: str = DEFAULT_ROOT) -> list[Container]:
@@ -123,7 +133,10 @@ class Container:
         found = []
         for container_id in store.ids():
             try:
-                found.append(cls(store, container_id, store.read(container_id)))
+                record = store.read(container_id)
+                if record is None and store.route(container_id) is not None:
+                    continue  # not a job container: its own runtime lists it
+                found.append(cls(store, container_id, record))
             except ContainerNotFound:
                 continue  # deleted while we listed
             except StateCorrupt as err:
@@ -357,7 +370,11 @@ class Container:
         if options.rootfs is not None:
             options.rootfs.prepare(self.id, job, self._record_change)
         if job.mount_mode == "bind":
-            mounts.prepare_bind(job, self._record_change, self._adopt_shared_path)
+            # Paths bind-mode containers share (/hpc, /run/secrets/...) are made,
+            # adopted and removed under the state root's lock: one container's delete
+            # never removes what another is just adopting.
+            with self.store.lock_shared_paths():
+                mounts.prepare_bind(job, self._record_change, self._adopt_shared_paths)
         else:
             mounts.prepare_host(job, self._record_change)
 
@@ -486,14 +503,22 @@ class Container:
             _remove_job_cgroup(job.cgroups_path, manager)
         faults.point("delete:after-cgroup")
         entries = record.undo
-        if job.mount_mode == "bind" and entries:
-            entries = [e for e in entries if not self._used_by_others(e[1])]
-        if entries:
-            from hostjob.runtime import mounts
+        # A bind-mode container may share paths it made or adopted with others: which of
+        # them to remove is decided, and its record goes, under the state root's lock --
+        # two containers deleted at once must not each keep a path for the other.
+        shared = self.store.lock_shared_paths() if job.mount_mode == "bind" and entries else None
+        try:
+            if shared is not None:
+                entries = self._not_shared(entries)
+            if entries:
+                from hostjob.runtime import mounts
 
-            mounts.undo(entries)
-        faults.point("delete:after-unmount")
-        self.store.remove(self.id)
+                mounts.undo(entries)
+            faults.point("delete:after-unmount")
+            self.store.remove(self.id)
+        finally:
+            if shared is not None:
+                shared.release()
         poststop = job.hooks_for("poststop")
         if run_poststop and poststop and record.phase == PHASE_CREATED:
             from hostjob.runtime import hooks
@@ -503,35 +528,56 @@ class Container:
             except HookError as err:
                 log.warning(str(err))
 
-    def _adopt_shared_path(self, target: str) -> None:
-        """Share the removal of what another container created for ``target``."""
+    def _adopt_shared_paths(self, targets: list[str]) -> None:
+        """Share the removal of what another container created at or above one of
+        ``targets`` (canonical): whichever of them is deleted last removes it. Entries
+        come before this container's own (the undo log runs newest first: children
+        before their parents)."""
+        from hostjob import fsutil
+        from hostjob.runtime.mounts import REMOVE
+
         assert self.record is not None
         for other in Container.load_all(root=self.store.root):
             if other.id == self.id or other.record is None:
                 continue
             for kind, path in other.record.undo:
-                inside = target == path or target.startswith(path.rstrip("/") + "/")
-                if inside and [kind, path] not in self.record.undo:
+                if kind != REMOVE:
+                    continue
+                shared = any(fsutil.under(target, path) for target in targets)
+                if shared and [kind, path] not in self.record.undo:
                     self._record_change(kind, path)
 
+    def _not_shared(self, entries: list[list[str]]) -> list[list[str]]:
+        """The undo entries of a bind-mode container that it alone needs: not a path
+        another container of this state root will remove, nor one where a mount lies at
+        or below it in any mount namespace rooted at the host's ``/`` (a bind-mode job
+        of another state root: removing the directory would unmount it there)."""
+        from hostjob import fsutil, mountinfo
+        from hostjob.runtime.mounts import REMOVE
+
+        kept = [e for e in entries if not self._used_by_others(e[1])]
+        if not any(kind == REMOVE for kind, _path in kept):
+            return kept
+        points = mountinfo.points_of_host_rooted_namespaces()
+        return [
+            [kind, path]
+            for kind, path in kept
+            if kind != REMOVE or not any(fsutil.under(p, path) for p in points)
+        ]
+
     def _used_by_others(self, path: str) -> bool:
-        """Whether another bind-mode container mounts at or below ``path`` (a mount
-        point or volume destination two containers share must outlive the first)."""
+        """Whether another bind-mode container will remove ``path`` or something below
+        it (it made or adopted them): a mount point or volume target two containers
+        share outlives the first. Asked under the state root's lock, as adoption is."""
         from hostjob import fsutil
 
         for other in Container.load_all(root=self.store.root):
             if other.id == self.id or other.record is None:
                 continue
-            job = other.record.config
-            if job.mount_mode != "bind":
+            if other.record.config.mount_mode != "bind":
                 continue
-            for target in (job.mount_point, *(v.destination for v in job.volumes)):
-                # Undo entries are canonical (symlinks resolved); so is the comparison.
-                try:
-                    if fsutil.under(fsutil.canonical(target), path):
-                        return True
-                except OSError:
-                    return True  # cannot tell: keep it (an empty directory at worst)
+            if any(fsutil.under(entry, path) for _kind, entry in other.record.undo):
+                return True
         return False
 
     # --- the job: pause, resume, ps, update, stats ----------------------------------------

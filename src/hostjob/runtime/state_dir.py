@@ -34,6 +34,12 @@ if TYPE_CHECKING:
 DEFAULT_ROOT = "/run/hostjob"
 STATE_FILE = "state.json"
 FIFO_NAME = "exec.fifo"
+# A container that is not a job container (hostjob.runtime.delegate): its directory
+# holds only ROUTE_NAME, a symlink to the real OCI runtime that runs it (and, when its
+# namespaces had to change, the bundle that runtime was given); that runtime keeps its
+# state under <root>/DELEGATE_DIR/<its name>.
+ROUTE_NAME = "delegate"
+DELEGATE_DIR = ".delegate"
 MAX_ID_BYTES = 1024
 _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+.-")
 
@@ -176,6 +182,15 @@ class StateStore:
             raise ContainerNotFound(container_id)
         return lock
 
+    def lock_shared_paths(self) -> FileLock:
+        """Lock the state root itself (exclusively): held while a bind-mode container
+        makes or adopts the paths it may share with others, and while one decides
+        which of them to remove."""
+        from hostjob import fsutil
+
+        self._ensure_root()
+        return fsutil.lock_fd(os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+
     def creator_alive(self, container_id: str) -> bool:
         """True while some command holds the container's lock (e.g. create in progress)."""
         from hostjob import fsutil
@@ -191,6 +206,27 @@ class StateStore:
             return pwd.getpwuid(uid).pw_name
         except (OSError, KeyError):
             return ""
+
+    def route(self, container_id: str) -> str | None:
+        """The real OCI runtime a container that is not a job container was handed to;
+        None for a job container or an unknown ID. One ``readlink``: every runtime
+        command asks it first."""
+        try:
+            return os.readlink(os.path.join(self.dir(container_id), ROUTE_NAME))
+        except (OSError, InvalidArgument):
+            return None
+
+    def write_route(self, container_id: str, runtime: str) -> None:
+        """Record that ``runtime`` (an absolute path) runs the container (its directory
+        made by ``create``)."""
+        os.symlink(runtime, os.path.join(self.dir(container_id), ROUTE_NAME))
+
+    def delegate_root(self, runtime: str) -> str:
+        """The state root of the real runtime ``runtime``: one of hostjob's own."""
+        return os.path.join(self.root, DELEGATE_DIR, os.path.basename(runtime))
+
+    def has_delegates(self) -> bool:
+        return os.path.isdir(os.path.join(self.root, DELEGATE_DIR))
 
     def exists(self, container_id: str) -> bool:
         return os.path.isdir(self.dir(container_id))

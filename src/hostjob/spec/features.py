@@ -17,8 +17,22 @@ def features() -> dict[str, Any]:
         "ociVersionMin": "1.0.0",
         "ociVersionMax": OCI_VERSION,
         "hooks": list(HOOK_POINTS),
-        # Host mode links bind mounts; bind mode binds them, read-only on "ro".
-        "mountOptions": ["bind", "rbind", "ro", "rw"],
+        # Host mode links bind mounts; bind mode binds them, read-only on "ro", with the
+        # propagation asked (rprivate by default).
+        "mountOptions": [
+            "bind",
+            "rbind",
+            "ro",
+            "rw",
+            "private",
+            "rprivate",
+            "slave",
+            "rslave",
+            "shared",
+            "rshared",
+            "unbindable",
+            "runbindable",
+        ],
         "linux": {
             # Job containers run in the host's namespaces; configs that list
             # namespaces are accepted with a warning.
@@ -38,7 +52,9 @@ def features() -> dict[str, Any]:
             "mountExtensions": {"idmap": {"enabled": False}},
         },
         "annotations": {
-            "io.hostjob.mount-mode": "host|bind",
+            "io.hostjob.mount-mode": "host|bind (default: bind for a Kubernetes pod's containers)",
+            "io.hostjob.job-container": "true|false (false: run by a real OCI runtime)",
+            "io.hostjob.job-container.<container name>": "true|false (a pod annotation)",
             "io.hostjob.rootfs-mount-point": "absolute path",
             "io.hostjob.inherit-user": "true|false",
             "microsoft.com/hostprocess-container": "accepted",

@@ -29,6 +29,12 @@ COMMAND = Command(
 
 
 def run(args: Args, ctx: Context) -> int:
+    from hostjob.runtime import delegate
+
+    if delegate.wanted(args.bundle):  # not a job container: a real OCI runtime's
+        return delegate.create(
+            ctx.root, args.container_id, args.bundle, ctx.delegate_flags(), runtime_flags(args)
+        )
     Container.create(
         args.container_id,
         args.bundle,
@@ -41,3 +47,19 @@ def run(args: Args, ctx: Context) -> int:
         ),
     )
     return 0
+
+
+def runtime_flags(args: Args) -> list[str]:
+    """The create flags (but ``--bundle``) for a real OCI runtime, as the client gave them."""
+    flags = []
+    if args.console_socket:
+        flags += ["--console-socket", args.console_socket]
+    if args.pid_file:
+        flags += ["--pid-file", args.pid_file]
+    if args.preserve_fds:
+        flags += ["--preserve-fds", str(args.preserve_fds)]
+    if args.no_pivot:
+        flags.append("--no-pivot")
+    if args.no_new_keyring:
+        flags.append("--no-new-keyring")
+    return flags

@@ -1,0 +1,308 @@
+"""Containers that are not job containers (SPEC §4, mixed pods): handed to a real OCI
+runtime.
+
+In a pod run by the hostjob handler, a container that its annotations say is not a job
+container (``hostjob.config.is_job_container``) runs as an ordinary namespaced
+container: the real runtime -- ``runc`` from ``PATH`` unless ``HOSTJOB_DELEGATE_RUNTIME``
+names another (an absolute path or a name in ``PATH``) -- is run with the same global
+flags but a state root of hostjob's own, ``<root>/.delegate/<runtime name>``:
+
+* ``create`` makes the container's directory ``<root>/<id>`` (so an ID is unique across
+  both runtimes), records the route there (``StateStore.write_route``: a symlink to the
+  runtime's absolute path), writes a changed bundle when the namespaces must change
+  (``confined_bundle``), then runs the runtime's ``create`` and waits for it; a failed
+  create removes the route again;
+* every later command naming the ID finds the route (``StateStore.route``, one
+  ``readlink`` that every runtime command pays) and is replaced by the runtime's
+  (``exec``) with the same words;
+* ``delete`` runs the runtime's and removes the route once that succeeded (``delete
+  --force`` of a route whose container the runtime never made succeeds too: runc's does),
+  then the runtime's state root if it is empty (``_tidy``);
+* ``list`` merges the runtime's list (``list_delegated``).
+
+Nothing here runs for a job container: the runtime path pays only the ``readlink``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hostjob import config, faults
+from hostjob.errors import ConfigError, DelegateError
+from hostjob.runtime.state_dir import DELEGATE_DIR, StateStore, validate_id
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
+    from hostjob.fsutil import FileLock
+
+ENV_RUNTIME = "HOSTJOB_DELEGATE_RUNTIME"
+DEFAULT_RUNTIME = "runc"
+BUNDLE_DIR = "bundle"  # <root>/<id>/bundle: the changed bundle, when there is one
+
+# runtime-spec namespace types -> their names under /proc/<pid>/ns
+_NS_FILES = {
+    "pid": "pid",
+    "network": "net",
+    "mount": "mnt",
+    "ipc": "ipc",
+    "uts": "uts",
+    "user": "user",
+    "cgroup": "cgroup",
+    "time": "time",
+}
+
+
+def runtime_path() -> str:
+    """The real OCI runtime's absolute path (``HOSTJOB_DELEGATE_RUNTIME``, else runc)."""
+    name = os.environ.get(ENV_RUNTIME) or DEFAULT_RUNTIME
+    if "/" in name:
+        candidates = [os.path.abspath(name)]
+    else:
+        candidates = [os.path.join(d, name) for d in os.get_exec_path() if os.path.isabs(d)]
+    for path in candidates:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            if os.path.basename(os.path.realpath(path)) == "hostjob":
+                raise DelegateError(
+                    f"{ENV_RUNTIME}={name} names hostjob itself: a container that is not a"
+                    " job container needs a real OCI runtime (runc, crun)"
+                )
+            return path
+    where = "" if "/" in name else " in PATH"
+    raise DelegateError(
+        f"the OCI runtime for containers that are not job containers, {name}, is not"
+        f" found{where}: install runc or set {ENV_RUNTIME}"
+    )
+
+
+def wanted(bundle: str) -> bool:
+    """Whether the bundle's config.json is of a container that is not a job container.
+    A config.json that cannot be read is left to the job container's create, which
+    says what is wrong with it."""
+    from hostjob.runtime.bundle import read_json
+
+    try:
+        spec = read_json(os.path.join(bundle, "config.json"), "config.json")
+    except ConfigError:
+        return False
+    annotations = spec.get("annotations") if type(spec) is dict else None
+    if type(annotations) is not dict:
+        return False
+    values = {k: v for k, v in annotations.items() if type(k) is str and type(v) is str}
+    return not config.is_job_container(values)
+
+
+def create(
+    root: str, container_id: str, bundle: str, flags: list[str], create_flags: list[str]
+) -> int:
+    """``create`` of a container that is not a job container: record the route, run the
+    runtime's create (``create_flags``: the client's, but ``--bundle``) and return its
+    exit status; the route goes again when it fails."""
+    validate_id(container_id)
+    bundle = os.path.abspath(bundle)
+    runtime = runtime_path()
+    store = StateStore(root)
+    lock = store.create(container_id)  # an ID taken by either runtime: already exists
+    try:
+        store.write_route(container_id, runtime)
+        faults.point("delegate:after-route")
+        given = confined_bundle(store, container_id, bundle)
+        argv = [runtime, *flags, "--root", store.delegate_root(runtime), "create"]
+        argv += ["--bundle", given, *create_flags, container_id]
+        with _delegates_lock(store):
+            code = _spawn(argv)
+        if code != 0:
+            store.remove(container_id)
+            _tidy(store)
+        return code
+    except BaseException:
+        store.remove(container_id)
+        _tidy(store)
+        raise
+    finally:
+        lock.release()
+
+
+def dispatch(
+    root: str, container_id: str, runtime: str, command: str, words: list[str], flags: list[str]
+) -> int:
+    """Any later command (``words``: its arguments as given) on a container the route says
+    ``runtime`` runs: ``delete`` waits for the runtime and then drops the route; every
+    other command becomes the runtime's own (this process is replaced)."""
+    store = StateStore(root)
+    argv = [runtime, *flags, "--root", store.delegate_root(runtime), command, *words]
+    if command != "delete":
+        _exec(argv)
+    with store.lock(container_id):
+        code = _spawn(argv)
+        if code == 0:
+            faults.point("delegate:after-runtime-delete")
+            store.remove(container_id)
+    if code == 0:
+        _tidy(store)
+    return code
+
+
+def _delegates_lock(store: StateStore) -> FileLock:
+    """A shared lock on ``<root>/.delegate`` (made if missing), held while a runtime makes
+    a container in its state root there: ``_tidy`` removes none of them meanwhile."""
+    from hostjob import fsutil
+
+    path = os.path.join(store.root, DELEGATE_DIR)
+    fsutil.ensure_dir(path, 0o700)
+    return fsutil.lock_fd(os.open(path, fsutil.DIR_FLAGS), shared=True)
+
+
+def _tidy(store: StateStore) -> None:
+    """Remove the real runtimes' state roots that hold no container any more, and
+    ``<root>/.delegate`` with them -- unless a create is under way (it holds the shared
+    lock; the next delete tidies up)."""
+    from hostjob import fsutil
+
+    path = os.path.join(store.root, DELEGATE_DIR)
+    try:
+        lock = fsutil.lock_fd(os.open(path, fsutil.DIR_FLAGS), wait=False)
+    except (FileNotFoundError, BlockingIOError):
+        return
+    with lock:
+        for name in os.listdir(lock.fd):
+            try:
+                os.rmdir(name, dir_fd=lock.fd)
+            except OSError:
+                pass  # a runtime's root that still holds containers (or a file)
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
+
+
+def list_delegated(root: str) -> list[tuple[str, dict[str, Any]]]:
+    """(runtime name, state) of each container a real runtime runs for hostjob: what
+    ``<runtime> list --format json`` says of the IDs routed to it."""
+    from hostjob import jsonio, log
+
+    store = StateStore(root)
+    routed: dict[str, set[str]] = {}
+    for container_id in store.ids():
+        runtime = store.route(container_id)
+        if runtime is not None:
+            routed.setdefault(runtime, set()).add(container_id)
+    found = []
+    for runtime, ids in sorted(routed.items()):
+        argv = [runtime, "--root", store.delegate_root(runtime), "list", "--format", "json"]
+        code, out = _capture(argv)
+        try:
+            states = jsonio.loads(out) if code == 0 else None
+        except ValueError:
+            states = None
+        if code != 0 or (states is not None and type(states) is not list):
+            log.warning(f"{runtime} list failed (exit status {code}): its containers are not shown")
+            continue
+        name = os.path.basename(runtime)
+        found += [(name, s) for s in states or [] if type(s) is dict and s.get("id") in ids]
+    return found
+
+
+def confined_bundle(store: StateStore, container_id: str, bundle: str) -> str:
+    """The bundle to give the real runtime: ``bundle`` itself, or -- when the config's
+    namespaces must change (``config.confined_namespaces``: a job sandbox's namespaces
+    are the host's) -- a copy of its config.json with those changes, the rootfs and
+    relative bind sources made absolute, in ``<root>/<id>/bundle``."""
+    from hostjob import fsutil, jsonio
+    from hostjob.runtime.bundle import read_json
+
+    spec = read_json(os.path.join(bundle, "config.json"), "config.json")
+    linux = spec.get("linux") if type(spec) is dict else None
+    entries = linux.get("namespaces") if type(linux) is dict else None
+    if type(entries) is not list or not all(type(e) is dict for e in entries):
+        return bundle
+    assert type(spec) is dict and type(linux) is dict
+    changed = config.confined_namespaces(entries, _on_host(entries))
+    if changed is None:
+        return bundle
+    spec = dict(spec, linux=dict(linux, namespaces=changed))
+    root = spec.get("root")
+    if type(root) is dict and type(root.get("path")) is str:
+        spec["root"] = dict(root, path=os.path.join(bundle, root["path"]))
+    mounts = spec.get("mounts")
+    if type(mounts) is list:
+        spec["mounts"] = [_absolute_source(m, bundle) for m in mounts]
+    folder = os.path.join(store.dir(container_id), BUNDLE_DIR)
+    os.mkdir(folder, 0o700)
+    data = jsonio.dumps(spec) + "\n"
+    fsutil.write_atomic(os.path.join(folder, "config.json"), data.encode(), mode=0o600)
+    return folder
+
+
+def _on_host(entries: list[dict[str, Any]]) -> set[str]:
+    """The namespace types whose entry's ``path`` is the namespace hostjob runs in (the
+    host's: containerd's shim runs there)."""
+    found = set()
+    for entry in entries:
+        kind, path = entry.get("type"), entry.get("path")
+        name = _NS_FILES.get(kind) if type(kind) is str else None
+        if name is None or type(path) is not str or not path:
+            continue
+        try:
+            theirs = os.stat(path)
+            ours = os.stat(f"/proc/self/ns/{name}")
+        except OSError:
+            continue
+        if (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino):
+            found.add(str(kind))
+    return found
+
+
+def _absolute_source(mount: object, bundle: str) -> object:
+    if type(mount) is not dict:
+        return mount
+    source = mount.get("source")
+    options = mount.get("options") or []
+    is_bind = mount.get("type") == "bind" or (type(options) is list and "rbind" in options)
+    if is_bind and type(source) is str and source and not os.path.isabs(source):
+        return dict(mount, source=os.path.join(bundle, source))
+    return mount
+
+
+def _spawn(argv: list[str]) -> int:
+    """Run ``argv`` with this process's stdio and environment; its exit status (a signal
+    that ended it: 128 + its number, as a shell says)."""
+    try:
+        pid = os.posix_spawn(argv[0], argv, os.environ)
+    except OSError as err:
+        raise DelegateError(f"cannot run {argv[0]}: {err.strerror}") from err
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
+def _capture(argv: list[str]) -> tuple[int, bytes]:
+    """``_spawn`` with stdout captured."""
+    read_end, write_end = os.pipe()
+    try:
+        try:
+            pid = os.posix_spawn(
+                argv[0], argv, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, write_end, 1)]
+            )
+        except OSError as err:
+            raise DelegateError(f"cannot run {argv[0]}: {err.strerror}") from err
+        os.close(write_end)
+        write_end = -1
+        chunks = []
+        while chunk := os.read(read_end, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    return (128 - code if code < 0 else code), b"".join(chunks)
+
+
+def _exec(argv: list[str]) -> NoReturn:
+    try:
+        os.execv(argv[0], argv)
+    except OSError as err:
+        raise DelegateError(f"cannot run {argv[0]}: {err.strerror}") from err
