@@ -150,15 +150,28 @@ def _fork_watcher(
     keep_fds: range | tuple[()],
 ) -> None:
     """Fork a detached process (double fork, new session) that runs ``work``, which
-    reports over a pipe, then becomes the watcher; wait for its report."""
+    reports over a pipe, then becomes the watcher; wait for its report.
+
+    The intermediate process passes the report on and leaves (init adopts the
+    watcher); if the watcher died without a word (killed mid-create), it passes on
+    how it died instead."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the intermediate: only forks and leaves, so init adopts the watcher
+    if pid == 0:  # the intermediate
         try:
             os.close(read_fd)
             os.setsid()
-            if os.fork() == 0:
-                _watcher_process(work, write_fd, keep_fds, root, container_id)
+            inner_read, inner_write = os.pipe()
+            watcher = os.fork()
+            if watcher == 0:
+                os.close(inner_read)
+                os.close(write_fd)
+                _watcher_process(work, inner_write, keep_fds, root, container_id)
+            os.close(inner_write)
+            report = _read_all(inner_read)
+            if not report:
+                report = b"D%d" % os.waitpid(watcher, 0)[1]
+            os.write(write_fd, report)
         finally:
             os._exit(0)
     os.close(write_fd)
@@ -289,6 +302,16 @@ def _error_from(report: bytes) -> HostjobError:
     """The watcher's error again, as the same class with the same line and exit code."""
     from hostjob import errors
 
+    if report.startswith(b"D") and report[1:].isdigit():
+        status = int(report[1:])
+        if os.WIFSIGNALED(status):  # e.g. SIGKILL mid-create (the crash-safety tests)
+            signum = os.WTERMSIG(status)
+            err = HostjobError(
+                f"the container's watcher was killed by {proc.signal_name(signum)}"
+                " while it created the container"
+            )
+            err.exit_code = 128 + signum
+            return err
     if not report.startswith(b"E"):
         return HostjobError("the container's watcher died before the container ran")
     name, code, message = report[1:].decode(errors="replace").split("\n", 2)
