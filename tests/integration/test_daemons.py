@@ -453,7 +453,7 @@ def test_the_watcher_is_small(daemons: Daemons) -> None:
     10 MiB (measured from /proc/PID/smaps_rollup), also after restarts."""
     cid = daemons.run("echo start; sleep 0.3; exit 1", "--restart", "on-failure:2")
     watcher = daemons.watcher(cid)
-    assert _comm(watcher) == "hostjob-watcher"
+    assert wait_for(lambda: _comm(watcher) == "hostjob-watcher")  # named once it runs
     cmdline = Path(f"/proc/{watcher}/cmdline").read_bytes().split(b"\0")
     assert cmdline[1:4] == [b"-I", b"-S", b"-c"]
     assert wait_for(lambda: daemons.state(cid)["restartCount"] == 2)

@@ -5,8 +5,8 @@ stdio on /dev/null, re-parented to init); *it* creates and starts the container,
 that it is the init's parent and reaps its real exit status, reports back to
 ``run -d`` (which prints the ID and exits), and then replaces itself with a fresh
 interpreter that imports only this module and what it needs (``python -I -S``:
-~7 MiB PSS instead of the 20+ of a ``run`` that has read the image store), keeping
-the init as its child. Then, until the container stops for good, it:
+5-7 MiB PSS whatever ``run -d`` had loaded -- a fork of one that pulled its image,
+with httpx and rich, would keep 18 MiB), keeping the init as its child. Then, until the container stops for good, it:
 
 * copies the container's stdout and stderr into its CRI-format log
   (``hostjob.runtime.crilog``: records, rotation by size);
