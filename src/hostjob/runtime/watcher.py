@@ -6,7 +6,8 @@ that it is the init's parent and reaps its real exit status, reports back to
 ``run -d`` (which prints the ID and exits), and then replaces itself with a fresh
 interpreter that imports only this module and what it needs (``python -I -S``:
 5-7 MiB PSS whatever ``run -d`` had loaded -- a fork of one that pulled its image,
-with httpx and rich, would keep 18 MiB), keeping the init as its child. Then, until the container stops for good, it:
+with httpx and rich, would keep 18 MiB), keeping the init as its child. Then, until
+the container stops for good, it:
 
 * copies the container's stdout and stderr into its CRI-format log
   (``hostjob.runtime.crilog``: records, rotation by size);
