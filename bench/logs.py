@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dir", default="/var/tmp", help="where the temp work dir goes")
     p.add_argument("--no-podman", action="store_true", help="hostjob and cat only")
     args = p.parse_args(argv)
-    workdir = Path(tempfile.mkdtemp(prefix="hostjob-bench-logs-", dir=args.dir))
+    workdir = Path(tempfile.mkdtemp(prefix="hj-bench-logs-", dir=args.dir))
     try:
         harness.require_root()
         with contextlib.ExitStack() as stack:
