@@ -681,3 +681,28 @@ def _on_a_terminal(argv: list[str], seconds: float) -> str:
         process.wait(timeout=30)
         os.close(master)
     return out.decode(errors="replace")
+
+
+def test_stop_of_a_bundle_container(hj: Hostjob, bundle) -> None:  # type: ignore[no-untyped-def]
+    """`stop` is not only for images: a runc-style detached container stops the same way."""
+    from tests.helpers import base_config
+
+    cid = new_id()
+    b = bundle(base_config("sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"))
+    hj.ok("run", "-d", "--bundle", str(b), cid, stdin=subprocess.DEVNULL)
+    pid = hj.state(cid)["pid"]
+    assert hj.ok("stop", "-t", "1", cid) == f"{cid}\n"
+    assert not alive(pid) and hj.status(cid) == "stopped"
+    assert "watcher" not in hj.state(cid)  # no watcher: nothing recorded but the stop
+    hj.ok("delete", cid)
+
+
+def test_kill_is_the_raw_signal_and_the_policy_applies(daemons: Daemons) -> None:
+    cid = daemons.run("echo start; sleep 300", "--restart", "on-failure")
+    assert wait_for(lambda: len(starts(daemons, cid)) == 1)
+    daemons.hj.ok("kill", cid, "KILL")
+    assert wait_for(
+        lambda: daemons.state(cid)["restartCount"] == 1 and len(starts(daemons, cid)) == 2
+    )
+    assert daemons.state(cid)["exitSignal"] == "SIGKILL"  # the last exit, while it runs again
+    daemons.delete(cid)
