@@ -386,8 +386,9 @@ class Watcher:
             started = time.monotonic()
             try:
                 child = self.container.restart(self.fifos)
-            except InvalidState:
-                return  # stop came first (and the exit is recorded)
+            except InvalidState:  # stop came first (the exit is recorded)
+                self._finish()
+                return
             except HostjobError as err:  # the program could not start again: a failure
                 log.warning(f"watcher of {self.container.id}: restart failed: {err}")
                 ended = self.container.record_exit(127 << 8)
