@@ -24,10 +24,12 @@ never raises EPIPE or SIGPIPE whether a watcher reads or not, and a pipe holds
 ``fs.pipe-max-size`` (1 MiB) of output. If the watcher is SIGKILLed, the daemon runs
 on; once the pipe is full its writes block until a watcher drains it again, which
 ``hostjob logs`` starts (``respawn``): it reopens the FIFOs by name, and what was
-buffered is logged. That watcher is not the init's parent (the kernel re-parented
-the init when the first one died), so the exit it records is "unknown". ``stop``,
-``list`` and ``logs`` need no watcher. One watcher per container: each holds the
-flock of ``watcher.lock`` in the state directory while it lives.
+buffered is logged (lost is only what the killed watcher had read and not yet
+written: one read, at most ``READ_SIZE``). That watcher is not the init's parent
+(the kernel re-parented the init when the first one died), so the exit it records
+is "unknown". ``stop``, ``list`` and ``logs`` need no watcher. One watcher per
+container: each holds the flock of ``watcher.lock`` in the state directory while it
+lives.
 """
 
 from __future__ import annotations
