@@ -198,9 +198,10 @@ def test_logs_follow_until_the_container_stops(daemons: Daemons) -> None:
 
 
 def test_rotation_and_follow_across_rotations(daemons: Daemons) -> None:
-    # Numbered lines, slowly enough that a follower keeps up through many rotations.
-    script = "i=0; while [ $i -lt 400 ]; do i=$((i+1)); echo line-$i-padding-padding-padding; case $i in *0) sleep 0.05;; esac; done"
-    cid = daemons.run("sleep 1; " + script, "--log-max-size", "2k", "--log-max-files", "3")
+    # Numbered lines, slowly enough that a follower keeps up through many rotations (10
+    # files of 2 KiB hold ~250 lines: 2.5 s of them, should the follower be held up).
+    script = "i=0; while [ $i -lt 400 ]; do i=$((i+1)); echo line-$i-padding-padding-padding; case $i in *0|*5) sleep 0.05;; esac; done"
+    cid = daemons.run("sleep 1; " + script, "--log-max-size", "2k", "--log-max-files", "10")
     follower = subprocess.Popen(
         daemons.hj.argv("logs", "-f", cid), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env=hostjob_env(),
@@ -210,7 +211,7 @@ def test_rotation_and_follow_across_rotations(daemons: Daemons) -> None:
     numbers = [int(line.split("-")[1]) for line in out.splitlines()]
     assert numbers == list(range(1, 401))  # every line, in order, across the rotations
     files = sorted(os.listdir(daemons.log_dir(cid)))
-    assert files == ["container.log", "container.log.1", "container.log.2"]
+    assert files == sorted(["container.log", *(f"container.log.{i}" for i in range(1, 10))])
     for name in files:
         assert (daemons.log_dir(cid) / name).stat().st_size <= 2048
     kept = [int(line.split("-")[1]) for line in daemons.logs(cid).stdout.splitlines()]
@@ -561,7 +562,7 @@ def test_stats_of_every_running_container(daemons: Daemons, hj: Hostjob) -> None
     # Named, a stopped container (its job kept until delete) is shown: empty.
     assert " stopped " in hj.ok("stats", "--no-stream", "--interval", "0", done)
     # On a terminal: a live table, redrawn each interval.
-    live = _on_a_terminal(hj.argv("stats", "--interval", "0.2s"), seconds=1.5)
+    live = _on_a_terminal(hj.argv("stats", "--interval", "0.2s"), seconds=3)
     assert live.count("\x1b[H\x1b[2J") >= 2 and one in live and two in live
     for cid in (one, two, done):
         daemons.delete(cid)
