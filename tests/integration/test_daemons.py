@@ -718,3 +718,24 @@ def test_kill_is_the_raw_signal_and_the_policy_applies(daemons: Daemons) -> None
     )
     assert daemons.state(cid)["exitSignal"] == "SIGKILL"  # the last exit, while it runs again
     daemons.delete(cid)
+
+
+def test_a_restarted_program_gets_default_signals(daemons: Daemons) -> None:
+    """What the watcher ignores (SIGTERM) and Python ignores (SIGPIPE) is not passed on:
+    a restarted program still ends on `stop`'s SIGTERM, and a pipe reader that leaves
+    ends its writer silently, as in a shell."""
+    script = "echo start; yes | head -n 1 >/dev/null; trap 'echo got TERM; exit 0' TERM; sleep 0.3; exit 1"
+    cid = daemons.run(script + "; ", "--restart", "always")
+    assert wait_for(
+        lambda: (
+            daemons.state(cid)["restartCount"] >= 1 and daemons.state(cid)["status"] == "running"
+        )
+    )
+    daemons.hj.ok("stop", "-t", "10", cid)
+    result = daemons.logs(cid)
+    assert "Broken pipe" not in result.stderr, result.stderr  # yes died of SIGPIPE
+    state = daemons.state(cid)
+    if "got TERM" in result.stdout:  # stopped while the trap was set: it handled TERM
+        assert state["exitCode"] == 0, state
+    assert state.get("exitSignal") != "SIGKILL", state  # never killed after the timeout
+    daemons.delete(cid)

@@ -32,7 +32,7 @@ import time
 
 from hostjob.errors import HostjobError, StartError
 from hostjob.runtime import resolve
-from hostjob.runtime.proc import env_dict, exit_code
+from hostjob.runtime.proc import env_dict, exit_code, sig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -301,6 +301,7 @@ def _child_main(setup: ChildSetup, report_fd: int, in_unified: bool) -> None:
 
         state = dict(setup.hook_state, pid=os.getpid(), status="created")
         run_hooks("startContainer", setup.start_hooks, state)
+    _reset_signals()
     try:
         os.execve(program, plan.args, env_dict(env))
     except OSError as err:
@@ -340,6 +341,24 @@ def _pipe_max_size() -> int:
             return int(f.read())
     except (OSError, ValueError):
         return 1 << 20
+
+
+def _reset_signals() -> None:
+    """The program starts with every signal at its default and none blocked, as from a
+    shell. An ignored signal survives exec: Python ignores SIGPIPE and SIGXFSZ (a
+    program would see EPIPE where it expects to die), and a watcher ignores SIGTERM
+    and blocks its wake-up signal while it starts (a restarted program would ignore
+    ``stop``); an ignored SIGCHLD would even make the program's children reap
+    themselves."""
+    for number in range(1, sig.NSIG):
+        if number in (sig.SIGKILL, sig.SIGSTOP):
+            continue
+        try:
+            if sig.getsignal(number) == sig.SIG_IGN:
+                sig.signal(number, sig.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # a number the C library keeps for itself
+    sig.pthread_sigmask(sig.SIG_SETMASK, [])
 
 
 def _close_fds_except(keep: set[int]) -> None:

@@ -240,6 +240,9 @@ def _exec_fresh(lock: FileLock, fifos: tuple[int, int], root: str, container_id:
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     path, fmt, debug = log.settings()
     fds = (lock.fd, *fifos)
+    # Blocked until the fresh interpreter has its handlers (``_wake_pipe``): a ``stop``
+    # in between would otherwise end it (SIGUSR1's default) instead of waking it.
+    sig.pthread_sigmask(sig.SIG_BLOCK, _HANDLED)
     argv = [
         sys.executable, "-I", "-S", "-c", _BOOT, package_parent, root, container_id,
         ",".join(map(str, fds)), path or "", fmt, "1" if debug else "0",
@@ -556,7 +559,12 @@ def _wake_pipe() -> int:
     sig.signal(sig.SIGUSR1, _ignore)
     for number in (sig.SIGTERM, sig.SIGINT, sig.SIGHUP, sig.SIGQUIT):
         sig.signal(number, sig.SIG_IGN)
+    sig.pthread_sigmask(sig.SIG_UNBLOCK, _HANDLED)  # what came meanwhile arrives now
     return read_fd
+
+
+# The signals the watcher handles or ignores (blocked from the fork's exec until then).
+_HANDLED = (sig.SIGUSR1, sig.SIGTERM, sig.SIGINT, sig.SIGHUP, sig.SIGQUIT)
 
 
 def _ignore(_signum: int, _frame: object) -> None:
