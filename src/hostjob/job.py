@@ -224,6 +224,45 @@ class JobConfig(Model):
         return (self.hooks or {}).get(point) or []
 
 
+class DaemonConfig(Model):
+    """How a detached image container is looked after (``hostjob run -d IMAGE``): its
+    log, its restart policy, how ``stop`` ends it, and the command line that made it
+    (for ``generate systemd``). Kept in the container's record; the watcher
+    (``hostjob.runtime.watcher``) and ``stop``/``logs`` read it."""
+
+    __slots__ = (
+        "command",
+        "log_dir",
+        "log_max_files",
+        "log_max_size",
+        "max_retries",
+        "remove",
+        "restart",
+        "stop_signal",
+        "stop_timeout",
+    )
+    log_dir: str  # root's 0700 directory of container.log and its rotated files
+    log_max_size: int
+    log_max_files: int
+    restart: str  # "no" | "on-failure" | "always"
+    max_retries: int | None  # on-failure:N
+    stop_signal: int
+    stop_timeout: int  # seconds between the stop signal and SIGKILL
+    remove: bool  # --rm: deleted once it has stopped for good
+    command: list[str]  # hostjob run's words for the same container, in the foreground
+    FIELDS = (
+        ("logDir", "log_dir", string),
+        ("logMaxSize", "log_max_size", integer),
+        ("logMaxFiles", "log_max_files", integer),
+        ("restart", "restart", string),
+        ("maxRetries", "max_retries", integer),
+        ("stopSignal", "stop_signal", integer),
+        ("stopTimeout", "stop_timeout", integer),
+        ("remove", "remove", boolean),
+        ("command", "command", string_list),
+    )
+
+
 def merge_resources(base: Resources | None, overrides: Resources) -> Resources:
     """``base`` with every field ``overrides`` sets laid over it: a nested group
     (``memory``, ``cpu``, ...) field by field, anything else whole. Neither input is

@@ -32,6 +32,12 @@ def configure(path: str | None, fmt: str = "text", debug: bool = False) -> None:
     _to_stderr = debug and _path is None
 
 
+def settings() -> tuple[str | None, str, bool]:
+    """(path, format, debug) as ``configure`` set them: for a process that starts
+    afresh and logs where this one does (a container's watcher)."""
+    return _path, _format, _threshold == _LEVELS["debug"]
+
+
 def format_record(level: str, msg: str, fmt: str) -> str:
     # Imported only when a record is written: most commands write none.
     from hostjob.units import rfc3339

@@ -57,7 +57,10 @@ def parse_duration(text: str) -> float:
             digits += 1
         if digits == 0:
             raise InvalidArgument(f"invalid duration {text!r} (use e.g. 5s, 1m30s, 250ms)")
-        number = float(rest[:digits])
+        try:
+            number = float(rest[:digits])
+        except ValueError as err:  # 1.2.3s
+            raise InvalidArgument(f"invalid duration {text!r} (use e.g. 5s, 1m30s, 250ms)") from err
         rest = rest[digits:]
         for unit, scale in sorted(_DURATION_UNITS, key=lambda u: -len(u[0])):
             if rest.startswith(unit):
@@ -118,6 +121,13 @@ def rfc3339_nano(ns: int | None = None) -> str:
 def parse_rfc3339(text: str | None) -> float | None:
     """Seconds since the epoch of an RFC 3339 time (``Z`` or an offset; any fraction
     of a second is dropped); None for anything else."""
+    ns = parse_rfc3339_ns(text)
+    return None if ns is None else float(ns // 1_000_000_000)
+
+
+def parse_rfc3339_ns(text: str | None) -> int | None:
+    """Nanoseconds since the epoch of an RFC 3339 time (``Z`` or an offset, with any
+    fraction of a second up to nanoseconds); None for anything else."""
     if not text or len(text) < 19 or text[10] not in "Tt ":
         return None
     spans = ((0, 4), (5, 7), (8, 10), (11, 13), (14, 16), (17, 19))
@@ -132,20 +142,48 @@ def parse_rfc3339(text: str | None) -> float | None:
         return None
     if hour > 23 or minute > 59 or second > 60:
         return None
-    seconds = float(_days_since_epoch(year, month, day) * 86400 + hour * 3600 + minute * 60)
-    seconds += second
+    seconds = _days_since_epoch(year, month, day) * 86400 + hour * 3600 + minute * 60 + second
+    fraction = 0
     rest = text[19:]
-    if rest.startswith("."):  # fractional seconds
+    if rest.startswith("."):  # fractional seconds: nanoseconds kept, finer digits dropped
         digits = rest[1:]
         end = len(digits) - len(digits.lstrip("0123456789"))
+        if end == 0 or not digits[:end].isascii():
+            return None
+        fraction = int(digits[: min(end, 9)].ljust(9, "0"))
         rest = digits[end:]
-    if rest in ("Z", "z", ""):
-        return seconds
-    hh, mm = rest[1:3], rest[4:6]
-    if len(rest) == 6 and rest[0] in "+-" and rest[3] == ":" and (hh + mm).isdigit():
+    if rest not in ("Z", "z", ""):
+        hh, mm = rest[1:3], rest[4:6]
+        if not (len(rest) == 6 and rest[0] in "+-" and rest[3] == ":" and (hh + mm).isdigit()):
+            return None
         offset = int(hh) * 3600 + int(mm) * 60
-        return seconds - offset if rest[0] == "+" else seconds + offset
-    return None
+        seconds = seconds - offset if rest[0] == "+" else seconds + offset
+    return seconds * 1_000_000_000 + fraction
+
+
+def parse_since(text: str, now_ns: int | None = None) -> int:
+    """``--since``: nanoseconds since the epoch of a Go duration ago (``10m``,
+    ``1h30m``, ``90s``), an RFC 3339 time (``2026-12-01T10:00:00Z``,
+    ``...05.5+01:00``) or Unix seconds (``1764583200``, ``1764583200.25``: a bare
+    number is a time, as podman reads it, never a duration)."""
+    value = text.strip()
+    if now_ns is None:
+        now_ns = time.time_ns()
+    stamp = parse_rfc3339_ns(value)
+    if stamp is not None:
+        return stamp
+    whole, dot, part = value.partition(".")
+    if whole.isascii() and whole.isdigit() and (not dot or (part.isascii() and part.isdigit())):
+        return int(whole) * 1_000_000_000 + int(part[:9].ljust(9, "0") if part else 0)
+    try:
+        ago = parse_duration(value)
+    except InvalidArgument as err:
+        raise InvalidArgument(
+            f"invalid time {text!r} (use a duration such as 10m, an RFC 3339 time or Unix seconds)"
+        ) from err
+    if ago < 0:
+        raise InvalidArgument(f"invalid time {text!r}: a negative duration")
+    return now_ns - int(ago * 1_000_000_000)
 
 
 def _days_since_epoch(year: int, month: int, day: int) -> int:

@@ -137,9 +137,14 @@ def test_image_container_crash_then_delete_force(
     if point.startswith("delete:"):
         hj.ok(*run, stdin=open(os.devnull))  # noqa: SIM115
         result = hj("delete", "--force", cid, env=crash)
+        assert result.returncode == -9, f"{point} not reached: {result.returncode} {result.stderr}"
     else:
+        # run -d IMAGE: the container's watcher creates it, and is the one killed.
         result = hj(*run, env=crash, stdin=open(os.devnull))  # noqa: SIM115
-    assert result.returncode == -9, f"{point} was not reached: {result.returncode} {result.stderr}"
+        killed = "watcher was killed by SIGKILL while it created the container"
+        assert result.returncode == 137 and killed in result.stderr, (
+            f"{point} was not reached: {result.returncode} {result.stderr}"
+        )
 
     state = hj("state", cid)
     if state.returncode == 0:

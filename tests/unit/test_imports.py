@@ -63,3 +63,28 @@ def test_runtime_command_imports(argv: list[str], tmp_path: Path) -> None:
     assert heavy == [], f"{argv[0]} imports {heavy}"
     ours = {m for m in modules if m.startswith("hostjob")}
     assert not any(m.startswith(("hostjob.images", "hostjob.cli.render")) for m in ours)
+
+
+def test_the_watcher_imports_only_what_it_needs() -> None:
+    """A detached container's watcher is a fresh `python -I -S` (one per container, for its
+    whole life): it loads the watcher's modules and, once it restarts a process, the
+    spawn's -- never anything heavy, the image side or the CLI."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "import hostjob.runtime.watcher\n"
+        "first = set(sys.modules)\n"
+        "import hostjob.runtime.init, hostjob.runtime.resolve, hostjob.linux\n"
+        "sys.stdout.write(' '.join(sorted(first)) + '\\n' + ' '.join(sorted(sys.modules)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code, str(REPO / "src")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    first, restarting = (set(line.split()) for line in result.stdout.splitlines())
+    for modules, allowed in ((first, set()), (restarting, {"_ctypes"})):
+        heavy = sorted(m for m in modules if m.split(".")[0] in FORBIDDEN - allowed)
+        assert heavy == [], f"the watcher imports {heavy}"
+        assert not any(m.startswith(("hostjob.images", "hostjob.cli")) for m in modules)
+    assert "hostjob.runtime.init" not in first  # only once it restarts a process

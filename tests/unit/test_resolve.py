@@ -218,3 +218,15 @@ def test_plan_of_a_converted_config() -> None:
     assert plan.umask == 0o22
     assert plan.rlimits == [(resource.RLIMIT_NOFILE, 64, resource.RLIM_INFINITY)]
     assert plan.capabilities is None
+
+
+def test_signal_names() -> None:
+    from hostjob.runtime.proc import parse_signal, signal_name
+
+    assert signal_name(9) == "SIGKILL"
+    assert signal_name(6) == "SIGABRT"  # not its alias SIGIOT
+    assert signal_name(17) == "SIGCHLD"
+    assert signal_name(parse_signal("SIGRTMIN+3")) == "SIGRTMIN+3"
+    assert signal_name(0) == "0"
+    for name in ("SIGTERM", "SIGQUIT", "SIGUSR1", "SIGRTMIN"):
+        assert signal_name(parse_signal(name)) == name

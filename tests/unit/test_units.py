@@ -122,3 +122,34 @@ def test_parse_rfc3339() -> None:
 def test_rfc3339_round_trips() -> None:
     for epoch in (0, 951_782_400, 1_700_000_000, 4_102_444_800, 253_402_300_799):
         assert parse_rfc3339(rfc3339(epoch)) == epoch
+
+
+def test_parse_rfc3339_ns_keeps_the_fraction() -> None:
+    from hostjob.units import parse_rfc3339_ns
+
+    base = 1_764_583_200 * 10**9  # 2025-12-01T10:00:00Z
+    assert parse_rfc3339_ns("2025-12-01T10:00:00Z") == base
+    assert parse_rfc3339_ns("2025-12-01T10:00:00.5Z") == base + 500_000_000
+    assert parse_rfc3339_ns("2025-12-01T10:00:00.123456789Z") == base + 123_456_789
+    assert parse_rfc3339_ns("2025-12-01T10:00:00.1234567891Z") == base + 123_456_789
+    assert parse_rfc3339_ns("2025-12-01T11:00:00.25+01:00") == base + 250_000_000
+    assert parse_rfc3339_ns("2025-12-01T10:00:00.5") == base + 500_000_000  # no zone: UTC
+    for bad in ("2025-12-01T10:00:00.Z", "2025-12-01T10:00:00+1", "yesterday", "", None):
+        assert parse_rfc3339_ns(bad) is None
+    assert parse_rfc3339("2025-12-01T10:00:00.9Z") == base / 10**9  # the fraction dropped
+
+
+def test_parse_since() -> None:
+    from hostjob.units import parse_since
+
+    now = 1_764_583_200 * 10**9
+    assert parse_since("10m", now) == now - 600 * 10**9
+    assert parse_since("1h30m", now) == now - 5400 * 10**9
+    assert parse_since("250ms", now) == now - 250_000_000
+    assert parse_since("2025-12-01T09:00:00Z", now) == now - 3600 * 10**9
+    assert parse_since("2025-12-01T10:00:00.5+00:00", now) == now + 500_000_000
+    assert parse_since("1764583200", now) == now  # a bare number is a Unix time
+    assert parse_since("1764583200.25", now) == now + 250_000_000
+    for bad in ("soon", "10x", "-5m", "", "1.2.3", "1.5.2s"):
+        with pytest.raises(InvalidArgument):
+            parse_since(bad, now)

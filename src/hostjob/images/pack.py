@@ -464,6 +464,7 @@ def pack(
     store_root: str | None = None,
     architecture: str | None = None,
     push_options: dict[str, Any] | None = None,
+    stop_signal: str | None = None,
 ) -> PackResult:
     """Make an image of ``src_dir`` (one layer, on ``base`` if given) at ``to``.
 
@@ -477,7 +478,7 @@ def pack(
         return _pack_layout(
             src_dir, dest, entrypoint=entrypoint, cmd=cmd, env=env, workdir=workdir,
             labels=labels, user=user, base=base, keep_owner=keep_owner, mtime=mtime,
-            store_root=store_root, architecture=architecture,
+            store_root=store_root, architecture=architecture, stop_signal=stop_signal,
         )  # fmt: skip
 
     if not to.startswith("docker://"):
@@ -510,6 +511,7 @@ def _pack_layout(
     mtime: int | None,
     store_root: str | None,
     architecture: str | None,
+    stop_signal: str | None = None,
 ) -> PackResult:
     from hostjob.images import platforms
 
@@ -580,6 +582,7 @@ def _pack_layout(
             labels=labels,
             user=user,
             src_dir=src_dir,
+            stop_signal=stop_signal,
         )
         config_raw = spec.canonical_json(config)
         config_digest = layout.add_bytes(config_raw)
@@ -647,6 +650,7 @@ def _build_config(
     labels: dict[str, str] | None,
     user: str | None,
     src_dir: str,
+    stop_signal: str | None = None,
 ) -> dict[str, Any]:
     config = dict(base)
     container = dict(config.get("config") or {})
@@ -667,6 +671,8 @@ def _build_config(
         container["WorkingDir"] = workdir
     if user is not None:
         container["User"] = user
+    if stop_signal is not None:
+        container["StopSignal"] = stop_signal
     if labels:
         container["Labels"] = {**(container.get("Labels") or {}), **labels}
     if container:

@@ -16,7 +16,7 @@ import os
 from hostjob.images.rootfs import ImageRootfs
 from hostjob.images.runspec import build_spec
 from hostjob.runtime.container import CreateOptions
-from hostjob.runtime.run import remove_when_done, run
+from hostjob.runtime.run import run
 from hostjob.runtime.state_dir import StateStore, validate_id
 
 TYPE_CHECKING = False
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from hostjob.images.resolve import ResolvedImage
     from hostjob.images.runspec import RunFlags
     from hostjob.images.store import Store
+    from hostjob.job import DaemonConfig
 
 
 def run_image(
@@ -37,12 +38,18 @@ def run_image(
     detach: bool = False,
     remove: bool = False,
     subreaper: bool = True,
+    daemon: DaemonConfig | None = None,
+    notify_socket: str | None = None,
 ) -> tuple[str, int]:
     """Run a job container of ``image``; returns (container ID, exit status).
 
     Without ``remove`` the stopped container stays, with its writable layer, until
-    ``delete``; with ``detach`` and ``remove`` a small remover process deletes it
-    once its program exits.
+    ``delete``. With ``detach`` (and ``daemon``: its log limits, restart policy, stop
+    signal and timeout) a watcher runs it (``hostjob.runtime.watcher``): its output
+    goes to its log in the store (``logs/<id>``), and with ``remove`` it is deleted
+    once it has stopped for good. The image's ``StopSignal`` is the stop signal
+    unless the flags chose one: data the image's own program asks for, used only to
+    stop it.
     """
     from hostjob import config
     from hostjob.spec import runtime as wire
@@ -56,10 +63,30 @@ def run_image(
     options = options or CreateOptions()
     options.rootfs = ImageRootfs(store.gc, image)
     options.bundle_config = spec
+    if detach and daemon is not None:
+        daemon.log_dir = os.path.join(store.root, "logs", container_id)
+        daemon.remove = remove
+        if daemon.stop_signal is None:
+            daemon.stop_signal = stop_signal(image.config.config.stop_signal)
+        options.daemon = daemon
     code = run(
         container_id, job, root=root, options=options, detach=detach, keep=not remove,
-        subreaper=subreaper,
+        subreaper=subreaper, notify_socket=notify_socket,
     )  # fmt: skip
-    if detach and remove:
-        remove_when_done(container_id, root)
     return container_id, code
+
+
+def stop_signal(image_signal: str | None) -> int:
+    """The image's ``StopSignal`` (``SIGQUIT``, ``QUIT``, ``3``) as a number; SIGTERM
+    when it names none or no valid signal (a warning in the log)."""
+    from hostjob import log
+    from hostjob.errors import InvalidArgument
+    from hostjob.runtime.proc import parse_signal, sig
+
+    if not image_signal:
+        return int(sig.SIGTERM)
+    try:
+        return parse_signal(image_signal)
+    except InvalidArgument:
+        log.warning(f"the image's StopSignal {image_signal!r} is not a signal: SIGTERM instead")
+        return int(sig.SIGTERM)

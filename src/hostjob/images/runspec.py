@@ -18,8 +18,9 @@ The image is untrusted data (SPEC §10): its config chooses what runs and with w
 environment, never how hostjob runs it. Its labels stay in the store (``inspect``
 shows them) and never become annotations, which steer the runtime (mount mode and
 point, inherit-user, the hcsshim keys); its ``WorkingDir`` cannot leave the image
-with ``..``; its ``Volumes``, ``ExposedPorts``, ``StopSignal`` and ``Healthcheck``
-are ignored.
+with ``..``; its ``Volumes``, ``ExposedPorts`` and ``Healthcheck`` are ignored, and
+its ``StopSignal`` only says how ``stop`` asks its own program to end
+(``hostjob.images.run.stop_signal``), never part of the config.
 """
 
 from __future__ import annotations

@@ -33,6 +33,9 @@ from hostjob.runtime.state_dir import (
     DEFAULT_ROOT,
     PHASE_CREATED,
     PHASE_CREATING,
+    STDERR_FIFO,
+    STDOUT_FIFO,
+    ExitStatus,
     Record,
     StateStore,
     validate_id,
@@ -44,7 +47,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.job import JobConfig, ProcessConfig
+    from hostjob.job import DaemonConfig, JobConfig, ProcessConfig
     from hostjob.runtime.execute import ExecOptions
     from hostjob.runtime.init import Child
     from hostjob.runtime.mounts import RootfsProvider
@@ -54,6 +57,11 @@ if TYPE_CHECKING:
 # How long a detached job's other processes get between SIGTERM and SIGKILL once
 # its init has exited (SPEC §5), unless HOSTJOB_STOP_GRACE says otherwise.
 DEFAULT_STOP_GRACE = 5.0
+# ``stop``: seconds between the stop signal and SIGKILL to the whole job (podman's).
+DEFAULT_STOP_TIMEOUT = 10
+# ``stop`` waits at most this long, after the job ended, for the watcher to record
+# the exit and leave.
+WATCHER_EXIT_WAIT = 30.0
 
 __all__ = ["Container", "Status"]
 
@@ -78,6 +86,7 @@ class CreateOptions:
     __slots__ = (
         "bundle_config",
         "console_socket",
+        "daemon",
         "pid_file",
         "preserve_fds",
         "rootfs",
@@ -92,6 +101,7 @@ class CreateOptions:
         systemd_cgroup: bool = False,
         rootfs: RootfsProvider | None = None,
         bundle_config: dict[str, Any] | None = None,
+        daemon: DaemonConfig | None = None,
     ) -> None:
         self.pid_file = pid_file
         self.console_socket = console_socket
@@ -99,6 +109,9 @@ class CreateOptions:
         self.systemd_cgroup = systemd_cgroup
         self.rootfs = rootfs
         self.bundle_config = bundle_config  # written as <state dir>/config.json
+        # run -d IMAGE: stdout/stderr become FIFOs its watcher reads into this log
+        # (``hostjob.runtime.watcher``); the record keeps it.
+        self.daemon = daemon
 
 
 class Container:
@@ -205,7 +218,35 @@ class Container:
             owner="",
             mount_mode=job.mount_mode if job else None,
             mount_point=job.mount_point if job else None,
+            **self._ending(),
         )
+
+    def _ending(self) -> dict[str, Any]:
+        """``state``'s fields on how the process last ended, and a daemon's restarts."""
+        record = self.record
+        if record is None:
+            return {}
+        out: dict[str, Any] = {}
+        ended = record.exit
+        if ended is not None:
+            out["exit_code"] = ended.code
+            out["exit_signal"] = proc.signal_name(ended.signal) if ended.signal else None
+            out["finished_at"] = ended.finished
+            out["oom_killed"] = ended.oom_killed
+        daemon = record.daemon
+        if daemon is not None:
+            policy = daemon.restart or "no"
+            if policy == "on-failure" and daemon.max_retries is not None:
+                policy = f"on-failure:{daemon.max_retries}"
+            out["restart_policy"] = policy
+            out["restart_count"] = record.restarts or 0
+            out["watcher"] = "running" if self.watcher_alive() else "gone"
+        return out
+
+    def watcher_alive(self) -> bool:
+        """Whether the process that watches this ``run -d IMAGE`` container lives."""
+        watcher = self.record.watcher if self.record is not None else None
+        return bool(watcher) and proc.is_alive(watcher[0], watcher[1])  # type: ignore[index]
 
     def _hook_state(self, current: str, pid: int | None) -> dict[str, Any]:
         job = self.config
@@ -283,6 +324,8 @@ class Container:
             # Recorded before the mkdir, as undo entries are; a mkdir that finds the
             # cgroup there already clears it again (see below).
             cgroup=job.cgroups_path,
+            daemon=options.daemon,
+            restarts=0 if options.daemon is not None else None,
         )
         container = cls(store, container_id, record)
         child = None
@@ -319,6 +362,8 @@ class Container:
                 setup.enter_namespace = mounts.enter_bind_namespace(job)
             setup.start_hooks = job.hooks_for("startContainer")
             setup.hook_state = container._hook_state(Status.CREATED, None)
+            if options.daemon is not None:
+                setup.stdio = container._prepare_output(options.daemon)
             child = init.spawn(setup)
             record.pid = child.pid
             record.start_time = proc.start_time(child.pid) or 0
@@ -377,6 +422,23 @@ class Container:
                 mounts.prepare_bind(job, self._record_change, self._adopt_shared_paths)
         else:
             mounts.prepare_host(job, self._record_change)
+
+    def _prepare_output(self, daemon: DaemonConfig) -> tuple[str, str]:
+        """``run -d IMAGE``: the log directory (root's, 0700; removed at delete) and the
+        stdout/stderr FIFOs in the state directory; returns the FIFOs' paths."""
+        from hostjob import fsutil
+        from hostjob.runtime.mounts import REMOVE_TREE
+
+        log_dir = daemon.log_dir
+        self._record_change(REMOVE_TREE, fsutil.canonical(log_dir))
+        fsutil.ensure_dir(os.path.dirname(log_dir), 0o700)
+        if os.path.lexists(log_dir):  # a leftover of an earlier container of this name
+            fsutil.remove_tree(log_dir)
+        os.mkdir(log_dir, 0o700)
+        paths = (self.store.path(self.id, STDOUT_FIFO), self.store.path(self.id, STDERR_FIFO))
+        for path in paths:
+            os.mkfifo(path, 0o600)
+        return paths
 
     def _record_change(self, kind: str, path: str) -> None:
         """Persist an undo entry before the change it undoes is made."""
@@ -451,6 +513,146 @@ class Container:
         if not proc.signal_process(record.pid, record.start_time, sig):
             raise ContainerNotRunning(self.id)
 
+    # --- how a process ended, stop, restart ----------------------------------------------
+
+    def record_exit(self, wait_status: int | None, oom_killed: bool = False) -> ExitStatus:
+        """Keep how the container's process ended (its wait status; None when it
+        cannot be known) in the record, for ``state`` and ``list``."""
+        from hostjob.units import rfc3339_nano
+
+        ended = ExitStatus.of(wait_status, rfc3339_nano(), oom_killed)
+        with self.store.lock(self.id):
+            self.reload()
+            record = self.record
+            if record is None:
+                raise ContainerNotFound(self.id)
+            record.exit = ended
+            self.store.write(record)
+        return ended
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop the container as podman does: its stop signal (``run --stop-signal``,
+        else the image's ``StopSignal``, else SIGTERM) to the init, then, once the
+        timeout (``run --stop-timeout``, else 10 s) has passed, SIGKILL to every
+        process of the job. A restart policy ends here: the container is not
+        restarted. Returns whether it was running (stopping a stopped container is
+        fine: what is left of its job is ended all the same)."""
+        with self.store.lock(self.id):
+            self.reload()
+            record = self.record
+            if record is None:
+                return False
+            record.stop_requested = True
+            self.store.write(record)
+        daemon = record.daemon
+        if timeout is None:
+            timeout = daemon.stop_timeout if daemon is not None else DEFAULT_STOP_TIMEOUT
+        deadline = _monotonic() + max(0.0, timeout)
+        watcher = self._open_watcher()
+        try:
+            if watcher is not None:
+                # Out of a back-off wait at once: it sees stop_requested and leaves.
+                sig.pidfd_send_signal(watcher, sig.SIGUSR1)
+            current = self.status
+            running = current != Status.STOPPED
+            if running:
+                signum = daemon.stop_signal if daemon is not None else sig.SIGTERM
+                proc.signal_process(record.pid, record.start_time, signum or sig.SIGTERM)
+                if current == Status.PAUSED:
+                    self.cgroup().thaw()  # a frozen process acts on no signal
+                init = proc.open_pidfd(record.pid, record.start_time)
+                if init is not None:
+                    try:
+                        proc.wait_pidfd(init, max(0.0, deadline - _monotonic()))
+                    finally:
+                        os.close(init)
+            self._end_job(deadline)
+            if watcher is not None:
+                proc.wait_pidfd(watcher, WATCHER_EXIT_WAIT)
+            elif daemon is not None:
+                self._stopped_without_watcher(daemon, running)
+        finally:
+            if watcher is not None:
+                os.close(watcher)
+        return running
+
+    def _end_job(self, deadline: float) -> None:
+        """What is left of the job once the init ended: SIGTERM, then at ``deadline``
+        SIGKILL."""
+        if not self.owns_cgroup():
+            return
+        manager = self.cgroup()
+        if not manager.exists():
+            return
+        alive = self.record is not None and proc.is_alive(self.pid, self.record.start_time)
+        if manager.pids() and not alive:
+            manager.kill_all(sig.SIGTERM)
+        if not manager.wait_empty(max(0.0, deadline - _monotonic())):
+            manager.kill_all(sig.SIGKILL)
+            manager.wait_empty(5.0)
+
+    def _stopped_without_watcher(self, daemon: DaemonConfig, running: bool) -> None:
+        """Do the watcher's part when it is gone: the exit (unknown: only the init's
+        parent could tell, and that was the watcher), and ``--rm``."""
+        if running:
+            try:
+                self.record_exit(None)
+            except ContainerNotFound:
+                return
+        if daemon.remove:
+            Container.delete_by_id(self.id, root=self.store.root, force=True)
+
+    def _open_watcher(self) -> int | None:
+        """A pidfd of the container's watcher, if it lives."""
+        watcher = self.record.watcher if self.record is not None else None
+        if not watcher:
+            return None
+        return proc.open_pidfd(watcher[0], watcher[1])
+
+    def restart(self, stdio: tuple[str, str] | None = None) -> Child:
+        """Run the stopped container's process again (its watcher's restart policy):
+        a new init from the same config, in the same job cgroup and rootfs, its
+        output into the same FIFOs, started at once. The calling process is its
+        parent. Create-time hooks do not run again; ``startContainer`` hooks do.
+        Refused once ``stop`` has stopped the container."""
+        from hostjob.runtime import init, resolve
+
+        with self.store.lock(self.id):
+            self.reload()
+            record = self.record
+            if record is None:
+                raise ContainerNotFound(self.id)
+            status.require_restart(self.id, self.status, record.phase, bool(record.stop_requested))
+            job = record.config
+            manager = self.cgroup()
+            if manager.pids():  # what outlived the last init goes first
+                manager.kill_all(sig.SIGKILL)
+                manager.wait_empty(5.0)
+            setup = init.ChildSetup(resolve.plan(job, job.process), manager.entry())
+            setup.stdio = stdio
+            if job.mount_mode == "bind":
+                from hostjob.runtime import mounts
+
+                setup.enter_namespace = mounts.enter_bind_namespace(job)
+            setup.start_hooks = job.hooks_for("startContainer")
+            setup.hook_state = self._hook_state(Status.CREATED, None)
+            child = init.spawn(setup)
+            record.pid = child.pid
+            record.start_time = proc.start_time(child.pid) or 0
+            record.restarts = (record.restarts or 0) + 1
+            self.store.write(record)
+        return child
+
+    def set_watcher(self, pid: int) -> None:
+        """Record the process that watches this container (its pid and start time)."""
+        with self.store.lock(self.id):
+            self.reload()
+            record = self.record
+            if record is None:
+                raise ContainerNotFound(self.id)
+            record.watcher = [pid, proc.start_time(pid) or 0]
+            self.store.write(record)
+
     # --- delete ---------------------------------------------------------------------------
 
     @classmethod
@@ -493,6 +695,8 @@ class Container:
             self.store.remove(self.id)
             return
         job = record.config
+        if record.watcher and record.watcher[0] != os.getpid():
+            _kill_watcher(record.watcher)  # first: it would restart what is killed next
         if record.pid:
             proc.signal_process(record.pid, record.start_time, sig.SIGKILL)
         if self.owns_cgroup():
@@ -661,6 +865,26 @@ def _refuse_existing_cgroup(path: str) -> None:
             raise CgroupExists(path, found[0], manager.pids())
     finally:
         manager.close()
+
+
+def _kill_watcher(watcher: list[int]) -> None:
+    """SIGKILL the container's watcher, and see it gone (``delete`` leaves no process)."""
+    fd = proc.open_pidfd(watcher[0], watcher[1])
+    if fd is None:
+        return
+    try:
+        sig.pidfd_send_signal(fd, sig.SIGKILL)
+        proc.wait_pidfd(fd, 5.0)
+    except ProcessLookupError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _monotonic() -> float:
+    import time
+
+    return time.monotonic()
 
 
 def _listen_fds() -> int:

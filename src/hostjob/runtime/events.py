@@ -7,7 +7,7 @@ from __future__ import annotations
 import select
 import time
 
-from hostjob.errors import ContainerNotFound
+from hostjob.errors import ContainerNotFound, ContainerNotRunning
 from hostjob.runtime.status import Status
 
 TYPE_CHECKING = False
@@ -59,18 +59,56 @@ def _ended(container: Container) -> bool:
     return container.status == Status.STOPPED and not container.pids()
 
 
+class Sample:
+    """One reading of a job's accounting, and when it was taken."""
+
+    __slots__ = ("at", "stats")
+
+    def __init__(self, container: Container) -> None:
+        self.stats = container.stats()
+        self.at = time.monotonic()
+
+
 def summary(container: Container, interval: float) -> dict[str, Any]:
     """The figures ``hostjob stats`` shows; CPU % is measured over ``interval`` seconds."""
-    first = container.stats()
-    started = time.monotonic()
-    cpu_percent = None
-    last = first
+    first = Sample(container)
     if interval > 0:
         time.sleep(interval)
-        last = container.stats()
-        elapsed = time.monotonic() - started
-        used = last["cpu"]["usage"]["total"] - first["cpu"]["usage"]["total"]
-        cpu_percent = max(0.0, used / 1e9 / elapsed * 100)
+        return summarize(container, first, Sample(container))
+    return summarize(container, None, first)
+
+
+def summaries(containers: list[Container], interval: float) -> list[dict[str, Any]]:
+    """``summary`` of several containers over one interval; one that stopped or went
+    away meanwhile is left out."""
+    firsts = {}
+    for container in containers:
+        try:
+            firsts[container.id] = Sample(container)
+        except (ContainerNotRunning, ContainerNotFound):
+            continue
+    if interval > 0 and firsts:
+        time.sleep(interval)
+    out = []
+    for container in containers:
+        if container.id not in firsts:
+            continue
+        try:
+            last = Sample(container) if interval > 0 else firsts[container.id]
+        except (ContainerNotRunning, ContainerNotFound):
+            continue
+        out.append(summarize(container, firsts[container.id] if interval > 0 else None, last))
+    return out
+
+
+def summarize(container: Container, first: Sample | None, last_sample: Sample) -> dict[str, Any]:
+    """The figures of ``summary`` from two samples (CPU % between them; none without
+    a first)."""
+    last = last_sample.stats
+    cpu_percent = None
+    if first is not None and last_sample.at > first.at:
+        used = last["cpu"]["usage"]["total"] - first.stats["cpu"]["usage"]["total"]
+        cpu_percent = max(0.0, used / 1e9 / (last_sample.at - first.at) * 100)
     memory = last["memory"]["usage"]
     pids = last["pids"]
     io = {"read": 0, "write": 0}

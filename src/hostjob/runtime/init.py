@@ -32,7 +32,7 @@ import time
 
 from hostjob.errors import HostjobError, StartError
 from hostjob.runtime import resolve
-from hostjob.runtime.proc import env_dict, exit_code
+from hostjob.runtime.proc import env_dict, exit_code, sig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ class ChildSetup:
         "listen_fds",
         "plan",
         "start_hooks",
+        "stdio",
     )
 
     def __init__(self, plan: LaunchPlan, entry: Entry) -> None:
@@ -74,6 +75,9 @@ class ChildSetup:
         # Bind mode: set up or join the private mount namespace (runs as root, after
         # the cgroup join and before the identity switch).
         self.enter_namespace: Callable[[], None] | None = None
+        # run -d IMAGE: stdout and stderr are these FIFOs (their watcher reads them),
+        # stdin is /dev/null (see ``_connect_stdio``).
+        self.stdio: tuple[str, str] | None = None
 
 
 class Child:
@@ -211,6 +215,8 @@ def _child_main(setup: ChildSetup, report_fd: int, in_unified: bool) -> None:
     if isinstance(setup.console, int):
         keep.add(setup.console)
     _close_fds_except(keep)
+    if setup.stdio is not None:
+        _connect_stdio(*setup.stdio)
 
     # Every step names what it did when it fails (runc names the file or setting).
     try:
@@ -295,10 +301,64 @@ def _child_main(setup: ChildSetup, report_fd: int, in_unified: bool) -> None:
 
         state = dict(setup.hook_state, pid=os.getpid(), status="created")
         run_hooks("startContainer", setup.start_hooks, state)
+    _reset_signals()
     try:
         os.execve(program, plan.args, env_dict(env))
     except OSError as err:
         raise StartError(f'exec: "{plan.args[0]}": {err.strerror}') from err
+
+
+def _connect_stdio(stdout: str, stderr: str) -> None:
+    """A watched container's stdio: stdin /dev/null, stdout and stderr FIFOs of its
+    state directory (root's: opened before the identity switch).
+
+    Opened read-write, so the process itself holds a reader: a write never fails with
+    EPIPE or raises SIGPIPE, whether or not its watcher lives (if nobody reads, a
+    full pipe blocks the writer until a watcher drains it again). The pipe is made as
+    large as the host allows (``fs.pipe-max-size``, 1 MiB by default) to ride out a
+    busy or restarting watcher."""
+    import fcntl
+
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    for target, path in ((1, stdout), (2, stderr)):
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as err:
+            raise StartError(f"cannot open the container's output {path}: {_reason(err)}") from err
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _pipe_max_size())
+        except OSError:
+            pass  # over the user's pipe-buffer quota: the default 64 KiB does
+        os.dup2(fd, target)  # dup2 clears close-on-exec on the copy
+        os.close(fd)
+
+
+def _pipe_max_size() -> int:
+    try:
+        with open("/proc/sys/fs/pipe-max-size", "rb") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 1 << 20
+
+
+def _reset_signals() -> None:
+    """The program starts with every signal at its default and none blocked, as from a
+    shell. An ignored signal survives exec: Python ignores SIGPIPE and SIGXFSZ (a
+    program would see EPIPE where it expects to die), and a watcher ignores SIGTERM
+    and blocks its wake-up signal while it starts (a restarted program would ignore
+    ``stop``); an ignored SIGCHLD would even make the program's children reap
+    themselves."""
+    for number in range(1, sig.NSIG):
+        if number in (sig.SIGKILL, sig.SIGSTOP):
+            continue
+        try:
+            if sig.getsignal(number) == sig.SIG_IGN:
+                sig.signal(number, sig.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # a number the C library keeps for itself
+    sig.pthread_sigmask(sig.SIG_SETMASK, [])
 
 
 def _close_fds_except(keep: set[int]) -> None:

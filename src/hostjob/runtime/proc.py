@@ -32,6 +32,7 @@ __all__ = [
     "open_pidfd",
     "parse_signal",
     "sig",
+    "signal_name",
     "signal_process",
     "start_time",
     "stat_fields",
@@ -157,3 +158,16 @@ def _named(name: str) -> int | None:
         return None
     value = getattr(sig, name, None)
     return int(value) if isinstance(value, int) else None
+
+
+def signal_name(number: int) -> str:
+    """``SIGKILL`` for 9, ``SIGRTMIN+3``; the number itself when it names no signal."""
+    rtmin, rtmax = int(sig.SIGRTMIN), int(sig.SIGRTMAX)
+    if rtmin <= number <= rtmax:
+        return "SIGRTMIN" if number == rtmin else f"SIGRTMIN+{number - rtmin}"
+    # dir() is sorted: the usual name comes before its alias (SIGABRT/SIGIOT, SIGCHLD/SIGCLD).
+    for name in dir(sig):
+        usual = name.startswith("SIG") and not name.startswith(("SIG_", "SIGRT"))
+        if usual and getattr(sig, name) == number:
+            return name
+    return str(number)

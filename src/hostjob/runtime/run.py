@@ -3,16 +3,19 @@
 The runtime stays the container process's parent (``foreground``): it forwards
 signals, proxies the terminal when there is no console socket, returns the
 program's exit status (128+N when killed by signal N), ends the rest of the job
-(SIGTERM, then SIGKILL after the grace period) and deletes the container.
-``detach`` returns once the program runs; ``remove_when_done`` deletes a detached
-container when it ends (``run -d --rm``). ``hostjob run IMAGE`` is this run of a
-container whose rootfs an image provides (``hostjob.images.run``).
+(SIGTERM, then SIGKILL after the grace period) and deletes the container -- or,
+with ``keep``, records how the program ended (``state``, ``list``). ``detach``
+returns once the program runs; a container created with ``CreateOptions.daemon``
+(``run -d IMAGE``) is created by its watcher instead (``hostjob.runtime.watcher``:
+its log, exit status, restart policy and ``--rm``). ``hostjob run IMAGE`` is this
+run of a container whose rootfs an image provides (``hostjob.images.run``).
 """
 
 from __future__ import annotations
 
 import os
 
+from hostjob.errors import ContainerNotFound, HostjobError
 from hostjob.runtime import proc
 from hostjob.runtime.container import Container, CreateOptions, stop_grace
 from hostjob.runtime.foreground import TerminalPair, ignore_signals, reap_orphans, wait_attached
@@ -34,8 +37,17 @@ def run(
     keep: bool = False,
     subreaper: bool = True,
     on_created: Callable[[Container], None] | None = None,
+    notify_socket: str | None = None,
 ) -> int:
-    """Run the job container to completion (or until it runs, with ``detach``)."""
+    """Run the job container to completion (or until it runs, with ``detach``).
+
+    ``notify_socket``: systemd's ``NOTIFY_SOCKET`` (a unit of ``Type=notify``, as
+    ``generate systemd`` writes): READY=1 is sent once the program runs."""
+    if detach and options.daemon is not None:
+        from hostjob.runtime import watcher
+
+        watcher.launch(container_id, job, root=root, options=options, keep=keep)
+        return 0
     terminal = None
     if job.process.terminal and not detach and options.console_socket is None:
         terminal = TerminalPair()
@@ -60,10 +72,15 @@ def run(
             master = terminal.receive_master()
         if on_created is not None:
             on_created(container)
+        oom_before = _oom_kills(container) if keep else 0
         container.start()
         if detach:
             child.close()
             return 0
+        if notify_socket:
+            from hostjob.runtime.systemd import notify
+
+            notify(notify_socket, "READY=1")
         wait_status = wait_attached(child, master)
     except BaseException:
         ignore_signals()
@@ -77,31 +94,18 @@ def run(
             os.close(master)
     container.cgroup().terminate(stop_grace())  # the rest of the job: TERM, then KILL
     reap_orphans()
-    if not keep:
+    if keep:
+        try:
+            container.record_exit(wait_status, _oom_kills(container) > oom_before)
+        except ContainerNotFound:
+            pass  # deleted by someone else meanwhile
+    else:
         container.delete(force=True)
     return proc.exit_code(wait_status)
 
 
-def remove_when_done(container_id: str, root: str) -> None:
-    """For a detached ``--rm`` container: a process (detached from ours) that deletes
-    it once its program exits."""
-    pid = os.fork()
-    if pid:
-        os.waitpid(pid, 0)
-        return
+def _oom_kills(container: Container) -> int:
     try:
-        os.setsid()
-        if os.fork():
-            os._exit(0)
-        null = os.open("/dev/null", os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        container = Container.load(container_id, root=root)
-        record = container.record
-        if record is not None:
-            pidfd = proc.open_pidfd(record.pid, record.start_time)
-            if pidfd is not None:
-                proc.wait_pidfd(pidfd, None)
-        container.delete(force=True)
-    finally:
-        os._exit(0)
+        return container.cgroup().oom_kill_count()
+    except (HostjobError, OSError):
+        return 0

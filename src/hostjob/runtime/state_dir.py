@@ -24,12 +24,12 @@ from hostjob.errors import (
     PermissionDenied,
     StateCorrupt,
 )
-from hostjob.spec._decode import Model, integer, list_of, string, string_list
+from hostjob.spec._decode import Model, boolean, integer, list_of, string, string_list
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.fsutil import FileLock
-    from hostjob.job import JobConfig
+    from hostjob.job import DaemonConfig, JobConfig
 
 DEFAULT_ROOT = "/run/hostjob"
 STATE_FILE = "state.json"
@@ -40,6 +40,11 @@ FIFO_NAME = "exec.fifo"
 # state under <root>/DELEGATE_DIR/<its name>.
 ROUTE_NAME = "delegate"
 DELEGATE_DIR = ".delegate"
+# A detached image container's stdout and stderr (see hostjob.runtime.watcher), and
+# the lock its watcher holds while it lives.
+STDOUT_FIFO = "stdout.fifo"
+STDERR_FIFO = "stderr.fifo"
+WATCHER_LOCK = "watcher.lock"
 MAX_ID_BYTES = 1024
 _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+.-")
 
@@ -69,6 +74,47 @@ def _job_config(value: object, path: str) -> JobConfig:
     return config
 
 
+def _daemon_config(value: object, path: str) -> DaemonConfig:
+    from hostjob.job import DaemonConfig
+
+    config: DaemonConfig = DaemonConfig.decode(value, path)
+    return config
+
+
+class ExitStatus(Model):
+    """How a container's process ended: its exit code (128+N when killed by signal N,
+    as a shell says; None when nobody could tell: its watcher had gone), the signal,
+    when, and whether the job's cgroup counted an OOM kill meanwhile."""
+
+    __slots__ = ("code", "finished", "oom_killed", "signal")
+    code: int | None
+    signal: int | None
+    finished: str
+    oom_killed: bool
+    FIELDS = (
+        ("exitCode", "code", integer),
+        ("signal", "signal", integer),
+        ("finishedAt", "finished", string),
+        ("oomKilled", "oom_killed", boolean),
+    )
+
+    @classmethod
+    def of(cls, wait_status: int | None, finished: str, oom_killed: bool) -> ExitStatus:
+        """From a wait status (None: unknown)."""
+        if wait_status is None:
+            return cls(code=None, signal=None, finished=finished, oom_killed=oom_killed)
+        if os.WIFSIGNALED(wait_status):
+            signum = os.WTERMSIG(wait_status)
+            return cls(code=128 + signum, signal=signum, finished=finished, oom_killed=oom_killed)
+        code = os.waitstatus_to_exitcode(wait_status)
+        return cls(code=code, signal=None, finished=finished, oom_killed=oom_killed)
+
+    @property
+    def failed(self) -> bool:
+        """Not a clean exit 0 (an unknown end counts as a failure)."""
+        return self.code != 0
+
+
 class Record(Model):
     """What hostjob remembers about a container between commands."""
 
@@ -76,12 +122,17 @@ class Record(Model):
         "cgroup",
         "config",
         "created",
+        "daemon",
+        "exit",
         "id",
         "owner",
         "phase",
         "pid",
+        "restarts",
         "start_time",
+        "stop_requested",
         "undo",
+        "watcher",
     )
     id: str
     pid: int
@@ -96,6 +147,14 @@ class Record(Model):
     # The cgroup hostjob made for this container ("" while it has made none): the
     # only one it ever writes, signals or removes for it. Absent in older records.
     cgroup: str | None
+    # run -d IMAGE: how it is looked after; the watcher's [pid, start time]; how its
+    # process last ended; how often the watcher restarted it; whether ``stop`` ended
+    # it (no restart after that). Absent for other containers.
+    daemon: DaemonConfig | None
+    watcher: list[int] | None
+    exit: ExitStatus | None
+    restarts: int | None
+    stop_requested: bool | None
     FIELDS = (
         ("id", "id", string),
         ("pid", "pid", integer),
@@ -106,6 +165,11 @@ class Record(Model):
         ("config", "config", _job_config),
         ("undo", "undo", list_of(string_list)),
         ("cgroup", "cgroup", string),
+        ("daemon", "daemon", _daemon_config),
+        ("watcher", "watcher", list_of(integer)),
+        ("exit", "exit", ExitStatus.decode),
+        ("restarts", "restarts", integer),
+        ("stopRequested", "stop_requested", boolean),
     )
 
 
@@ -120,6 +184,10 @@ class StateStore:
 
     def fifo(self, container_id: str) -> str:
         return os.path.join(self.dir(container_id), FIFO_NAME)
+
+    def path(self, container_id: str, name: str) -> str:
+        """A file of the container's directory (``STDOUT_FIFO``, ``WATCHER_LOCK``...)."""
+        return os.path.join(self.dir(container_id), name)
 
     def _ensure_root(self) -> None:
         # 0711: nobody else may list or write it, but a container running as another

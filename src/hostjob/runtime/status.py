@@ -1,8 +1,9 @@
 """A container's status and the moves each status allows.
 
     creating --create--> created --start--> running <--pause/resume--> paused
-                            \\                 |
+                            \\                 |   ^
                              `---- kill -----> stopped --delete--> (gone)
+                                   stop           restart (a watcher's policy)
 
 ``created`` and ``stopped`` containers can be deleted; ``running`` and ``paused``
 ones only with ``--force``. Every verb of ``Container`` asks one predicate here
@@ -42,6 +43,12 @@ def can_resume(status: str) -> bool:
     return status == Status.PAUSED
 
 
+def can_restart(status: str, phase: str, stop_requested: bool) -> bool:
+    """A watcher's restart policy: the process of a stopped container, whose create
+    finished, runs again -- unless ``stop`` stopped it."""
+    return status == Status.STOPPED and phase == "created" and not stop_requested
+
+
 def can_exec(status: str) -> bool:
     return status in (Status.CREATED, Status.RUNNING)
 
@@ -76,6 +83,16 @@ def require_pause(container_id: str, status: str) -> None:
 def require_resume(container_id: str, status: str) -> None:
     if not can_resume(status):
         raise InvalidState("container not paused")
+
+
+def require_restart(container_id: str, status: str, phase: str, stop_requested: bool) -> None:
+    if can_restart(status, phase, stop_requested):
+        return
+    if stop_requested:
+        raise InvalidState(f"container {container_id} was stopped by hostjob stop: not restarted")
+    if status != Status.STOPPED:
+        raise InvalidState(f"cannot restart container {container_id} that is {status}")
+    raise InvalidState(f"cannot restart container {container_id}: its create did not finish")
 
 
 def require_exec(container_id: str, status: str) -> None:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context
+    from hostjob.spec.state import State
 
 COMMAND = Command(
     "list",
@@ -44,7 +45,13 @@ def run(args: Args, ctx: Context) -> int:
     if args.format == "json":
         print(jsonio.dumps([s.to_json() for s in states] + [other for _r, other in delegated]))
         return 0
-    rows = [("ID", "PID", "STATUS", "BUNDLE", "CREATED", "OWNER", "MODE", "MOUNT POINT")]
+    # runc's columns first; then how a stopped process ended and a daemon's restarts.
+    rows = [
+        (
+            *("ID", "PID", "STATUS", "BUNDLE", "CREATED", "OWNER", "MODE", "MOUNT POINT"),
+            *("EXIT", "FINISHED", "RESTARTS", "WATCHER"),
+        )
+    ]
     rows += [
         (
             s.id or "",
@@ -55,6 +62,7 @@ def run(args: Args, ctx: Context) -> int:
             c.store.owner(c.id),
             s.mount_mode or "",
             s.mount_point or "",
+            *_ending(s),
         )
         for c, s in zip(containers, states, strict=True)
     ]
@@ -77,3 +85,24 @@ def run(args: Args, ctx: Context) -> int:
             "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         )
     return 0
+
+
+def _ending(state: State) -> tuple[str, str, str, str]:
+    """EXIT and FINISHED of a stopped container (``137 (SIGKILL, OOMKilled)``,
+    ``unknown`` when its watcher was gone), RESTARTS and WATCHER of a ``run -d IMAGE``
+    one (``gone`` only while it should be there: the container runs)."""
+    exit_text = finished = ""
+    if state.status == "stopped" and state.finished_at:
+        finished = state.finished_at
+        if state.exit_code is None:
+            exit_text = "unknown"
+        else:
+            exit_text = str(state.exit_code)
+            notes = [n for n in (state.exit_signal, "OOMKilled" if state.oom_killed else "") if n]
+            if notes:
+                exit_text += f" ({', '.join(notes)})"
+    restarts = "" if state.restart_count is None else str(state.restart_count)
+    watcher = state.watcher or ""
+    if watcher == "gone" and state.status == "stopped":
+        watcher = ""
+    return exit_text, finished, restarts, watcher

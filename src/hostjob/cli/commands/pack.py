@@ -43,6 +43,7 @@ COMMAND = Command(
         Option("workdir", VALUE, "the image's working directory", metavar="dir"),
         Option("label", LIST, "a label K=V (repeatable)", metavar="K=V"),
         Option("user", VALUE, "the image's user (uid[:gid] or name)", metavar="user"),
+        Option("stop-signal", VALUE, "the signal that stops its program (StopSignal)", metavar="s"),
         Option(
             "base",
             VALUE,
@@ -118,8 +119,18 @@ def _pack(args: Args, render: progress.Progress) -> PackResult:
         workdir=args.workdir,
         labels=labels(args.label),
         user=args.user,
+        stop_signal=_stop_signal(args.stop_signal),
         base=args.base,
         keep_owner=args.keep_owner,
         store_root=args.store or None,
         push_options={"progress": render, **registry_flags(args)},
     )
+
+
+def _stop_signal(text: str | None) -> str | None:
+    """``--stop-signal``: checked, written as its name (``SIGQUIT``), as docker does."""
+    if text is None:
+        return None
+    from hostjob.runtime.proc import parse_signal, signal_name
+
+    return signal_name(parse_signal(text))

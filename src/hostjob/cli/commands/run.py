@@ -27,6 +27,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context
+    from hostjob.job import DaemonConfig
 
 RUNC_OPTIONS = (
     *(o for o in CREATE_OPTIONS if o.dest != "bundle"),
@@ -59,7 +60,17 @@ IMAGE_OPTIONS = (
     Option("tls-verify", FLAG, "verify the registry's TLS certificate", default=True),
     Option("plain-http", FLAG, "talk HTTP to the registry"),
     Option("quiet,q", FLAG, "no pull progress"),
+    Option("restart", VALUE, "with -d: no (default), on-failure[:N] or always"),
+    Option("log-max-size", VALUE, "with -d: rotate the log at this size (default 10m)"),
+    Option("log-max-files", INT, "with -d: log files kept, the current one included (default 3)"),
+    Option("stop-signal", VALUE, "with -d: what `stop` sends (default: the image's, else TERM)"),
+    Option("stop-timeout", INT, "with -d: seconds `stop` waits before SIGKILL (default 10)"),
 )
+# Flags about how a detached container is looked after: not part of what it runs.
+_DAEMON_ONLY = ("restart", "log_max_size", "log_max_files", "stop_signal", "stop_timeout")
+# Left out of the command line ``generate systemd`` writes (it adds --rm and --name
+# itself; the unit is the watcher; credentials never go into a unit file).
+_NOT_IN_UNIT = ("name", "rm", "quiet", "store", "creds", "interactive", *_DAEMON_ONLY)
 COMMAND = Command(
     "run",
     "Run a container: `run [--bundle DIR] ID` (a bundle, as runc does) or"
@@ -111,6 +122,79 @@ def run(args: Args, ctx: Context) -> int:
     return _run_image(args, ctx)
 
 
+def _daemon_config(args: Args) -> DaemonConfig | None:
+    """``run -d``: how the watcher looks after the container. Its flags are refused
+    without ``-d`` (a foreground run keeps its own stdio and exit status)."""
+    from hostjob.job import DaemonConfig
+    from hostjob.runtime.crilog import DEFAULT_MAX_FILES, DEFAULT_MAX_SIZE, MIN_MAX_SIZE
+    from hostjob.runtime.policy import parse_restart
+    from hostjob.runtime.proc import parse_signal
+    from hostjob.units import parse_size
+
+    if not args.detach:
+        given = [d for d in _DAEMON_ONLY if getattr(args, d) is not None]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise InvalidArgument(f"{flag} applies to detached containers (run -d)")
+        return None
+    policy, retries = parse_restart(args.restart or "no")
+    if args.rm and policy != "no":
+        raise InvalidArgument(f"--rm and --restart {args.restart} contradict each other")
+    size = DEFAULT_MAX_SIZE
+    if args.log_max_size is not None:
+        size = parse_size(args.log_max_size, "--log-max-size")
+        if size < MIN_MAX_SIZE:
+            raise InvalidArgument(f"--log-max-size {args.log_max_size}: at least 1k")
+    files = DEFAULT_MAX_FILES if args.log_max_files is None else args.log_max_files
+    if files < 1:
+        raise InvalidArgument(f"--log-max-files {files}: at least 1")
+    timeout = 10 if args.stop_timeout is None else args.stop_timeout
+    if timeout < 0:
+        raise InvalidArgument(f"--stop-timeout {timeout}: not negative")
+    return DaemonConfig(
+        log_dir="",
+        log_max_size=size,
+        log_max_files=files,
+        restart=policy,
+        max_retries=retries,
+        stop_signal=parse_signal(args.stop_signal) if args.stop_signal else None,
+        stop_timeout=timeout,
+        remove=args.rm,
+        command=[],
+    )
+
+
+def _foreground_command(args: Args, store: str, image: str) -> list[str]:
+    """The words after ``hostjob run`` that run the same container again (``generate
+    systemd``): the flags as given (paths made absolute), the store, the image by
+    its name in the store, the arguments."""
+    words: list[str] = []
+    for option in IMAGE_OPTIONS:
+        if option.dest in _NOT_IN_UNIT:
+            continue
+        value = getattr(args, option.dest)
+        flag = "--" + option.names[0]
+        if option.kind == FLAG:
+            if value != option.default:
+                words.append(flag if value else f"{flag}=false")
+        elif option.kind == LIST:
+            for item in value:
+                words += [flag, _absolute(option.dest, item)]
+        elif value is not None and value != option.default:
+            words += [flag, str(value)]
+    return [*words, "--store", store, "-q", image, *args.args]
+
+
+def _absolute(dest: str, value: str) -> str:
+    """An ``--env-file`` or a ``--volume`` source as an absolute path (a unit runs in /)."""
+    if dest == "env_file":
+        return os.path.abspath(value)
+    if dest == "volume" and ":" in value:
+        source, rest = value.split(":", 1)
+        return f"{os.path.abspath(source)}:{rest}"
+    return value
+
+
 def _run_image(args: Args, ctx: Context) -> int:
     from hostjob.images import progress
     from hostjob.images.run import run_image
@@ -145,6 +229,9 @@ def _run_image(args: Args, ctx: Context) -> int:
     flags.check()  # bad flags and names fail before anything is pulled
     if args.name:
         validate_id(args.name)
+    daemon = _daemon_config(args)
+    # systemd's socket is hostjob run's (generate systemd: Type=notify), never the job's.
+    notify_socket = os.environ.pop("NOTIFY_SOCKET", None)
     store = Store(args.store or None)
     render = progress.renderer(quiet=args.quiet)
     try:
@@ -159,6 +246,8 @@ def _run_image(args: Args, ctx: Context) -> int:
         )
     finally:
         progress.close(render)
+    if daemon is not None:
+        daemon.command = _foreground_command(args, store.root, image.name or args.target)
     container_id, code = run_image(
         store,
         image,
@@ -169,6 +258,8 @@ def _run_image(args: Args, ctx: Context) -> int:
         detach=args.detach,
         remove=args.rm,
         subreaper=not args.no_subreaper,
+        daemon=daemon,
+        notify_socket=None if args.detach else notify_socket,
     )
     if args.detach:
         print(container_id)

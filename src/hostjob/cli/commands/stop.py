@@ -1,0 +1,39 @@
+"""``hostjob stop``: the stop signal, then SIGKILL to the whole job after a timeout."""
+
+from __future__ import annotations
+
+from hostjob.cli.args import INT, Command, Option
+from hostjob.errors import HostjobError, InvalidArgument
+from hostjob.runtime.container import Container
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hostjob.cli.args import Args
+    from hostjob.cli.main import Context
+
+COMMAND = Command(
+    "stop",
+    "Stop containers: their stop signal (the image's StopSignal, else TERM) to the init,"
+    " SIGKILL to the whole job after the timeout; no restart after that.",
+    options=(
+        Option("time,t", INT, "seconds before SIGKILL (default: run's --stop-timeout, else 10)"),
+    ),
+    positionals=("container_id",),
+    rest="more",
+)
+
+
+def run(args: Args, ctx: Context) -> int:
+    if args.time is not None and args.time < 0:
+        raise InvalidArgument(f"-t {args.time}: not negative")
+    failed: HostjobError | None = None
+    for container_id in [args.container_id, *args.more]:
+        try:
+            Container.load(container_id, root=ctx.root).stop(args.time)
+        except HostjobError as err:
+            failed = failed or err  # the others are still stopped; the first error is told
+            continue
+        print(container_id, flush=True)
+    if failed is not None:
+        raise failed
+    return 0
