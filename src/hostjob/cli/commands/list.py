@@ -75,7 +75,7 @@ def run(args: Args, ctx: Context) -> int:
             str(other.get("created", "")),
             str(other.get("owner", "")),
             runtime,  # the mode column: which runtime runs a container that is not a job
-            "",
+            *("", "", "", "", ""),
         )
         for runtime, other in delegated
     ]
