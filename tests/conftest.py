@@ -39,7 +39,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture
 def hj(tmp_path: Path) -> Iterator[Hostjob]:
-    """hostjob on a private state root; afterwards, nothing may be left behind."""
+    """hostjob on a private state root; afterwards, nothing may be left behind: no
+    container in the root, and no default job cgroup of any container it saw."""
     runner = Hostjob(tmp_path / "state", log=tmp_path / "hostjob.log")
     yield runner
     leftovers = []
@@ -49,6 +50,8 @@ def hj(tmp_path: Path) -> Iterator[Hostjob]:
             leftovers.append(container_id)
             runner("delete", "--force", container_id)
     assert not leftovers, f"test left containers behind: {leftovers}"
+    cgroups = [d for cid in sorted(runner.seen) for d in cgroup_dirs(f"/hostjob/{cid}")]
+    assert not cgroups, f"test left job cgroups behind: {cgroups}"
 
 
 @pytest.fixture

@@ -122,6 +122,7 @@ class Hostjob:
     def __init__(self, root: Path, log: Path | None = None) -> None:
         self.root = root
         self.log = log
+        self.seen: set[str] = set()  # every container ID seen in the root after a call
 
     def argv(self, *args: str) -> list[str]:
         words = [*hostjob_cmd(), "--root", str(self.root)]
@@ -152,6 +153,8 @@ class Hostjob:
             )
             out.seek(0)
             err.seek(0)
+            if self.root.is_dir():
+                self.seen.update(n for n in os.listdir(self.root) if not n.startswith("."))
             return subprocess.CompletedProcess(
                 result.args, result.returncode, out.read(), err.read()
             )
