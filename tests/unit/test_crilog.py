@@ -194,14 +194,19 @@ def test_since_skips_older_records_and_files(log_dir: int) -> None:
 
 
 def test_follow_reads_across_rotations(log_dir: int) -> None:
-    """A writer rotating many times while a follower reads: every line, in order."""
+    """A writer rotating many times while a follower reads: every line, in order. The
+    writer never gets more than a file and a half ahead (what rotates away unread is lost,
+    by design), so the rotations meet the follower at every point of its loop."""
     done = threading.Event()
     total = 3000
+    progress = [-1]  # the last number the follower has seen
 
     def writer() -> None:
         log = RotatingLog(log_dir, max_size=2048, max_files=3)
         splitter = LineSplitter(b"stdout")
         for i in range(total):
+            while i - progress[0] > 60:
+                time.sleep(0.0005)
             log.write(splitter.feed(b"n=%05d\n" % i, stamp()))
             if i % 50 == 0:
                 time.sleep(0.01)
@@ -212,12 +217,74 @@ def test_follow_reads_across_rotations(log_dir: int) -> None:
     thread = threading.Thread(target=writer)
     thread.start()
     seen = b""
-    for runs in LogReader(log_dir, Query()).follow(lambda: not done.is_set(), interval=0.005):
+    for runs in LogReader(log_dir, Query()).follow(lambda: not done.is_set(), interval=0.001):
         for _stream, data in runs:
             seen += data
+            progress[0] = int(data.rstrip(b"\n").rsplit(b"\n", 1)[-1][2:])
     thread.join()
     numbers = [int(line[2:]) for line in seen.splitlines()]
     assert numbers == list(range(total))
+
+
+def test_a_rotation_waits_while_a_follower_opens_the_files(
+    log_dir: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rotation is several renames: one that starts while the follower opens the set of
+    files waits until it has them, so the follower never sees one half done (CI once lost
+    a file to that, and an inode number reused by the next file made it read one twice)."""
+    log = RotatingLog(log_dir, max_size=1024, max_files=3)
+    counter = iter(range(10_000))
+
+    def write_file() -> None:  # a file's worth of lines, then a rotation
+        write_lines(log, [b"n=%05d" % next(counter) for _ in range(20)])
+        log.rotate()
+
+    write_lines(log, [b"n=%05d" % next(counter) for _ in range(5)])
+    listing = crilog.log_files
+    blocked: list[bool] = []
+
+    def racing(dir_fd: int) -> list[str]:
+        if not blocked:
+            rotation = threading.Thread(target=write_file)
+            rotation.start()
+            rotation.join(0.05)
+            blocked.append(rotation.is_alive())
+            racers.append(rotation)
+        return listing(dir_fd)
+
+    racers: list[threading.Thread] = []
+    rounds = iter(range(5))
+    seen = b""
+    for step, runs in enumerate(
+        LogReader(log_dir, Query()).follow(lambda: next(rounds, None) is not None, 0)
+    ):
+        for _stream, data in runs:
+            seen += data
+        if step == 0:  # read() is done: rotate, so that the follower moves on
+            write_file()
+            monkeypatch.setattr(crilog, "log_files", racing)
+        for racer in racers:
+            racer.join()
+    log.close()
+    assert blocked == [True]
+    numbers = [int(line[2:]) for line in seen.splitlines()]
+    assert numbers == list(range(next(counter)))
+
+
+def test_a_stuck_reader_does_not_stall_the_writer(
+    log_dir: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader stopped while it holds the directory's lock: the writer rotates anyway
+    after a short wait (a container's output must not back up behind `hostjob logs`)."""
+    monkeypatch.setattr(crilog, "_LOCK_WAIT", 0.05)
+    log = RotatingLog(log_dir, max_size=1024, max_files=3)
+    write_lines(log, [b"first"])
+    with crilog._DirLock(log_dir, exclusive=False):
+        log.rotate()
+    write_lines(log, [b"second"])
+    log.close()
+    assert sorted(os.listdir(f"/proc/self/fd/{log_dir}")) == [LOG_NAME, LOG_NAME + ".1"]
+    assert text_of(log_dir) == (b"first\nsecond\n", b"")
 
 
 def test_fast_path_and_parsed_path_agree(log_dir: int) -> None:

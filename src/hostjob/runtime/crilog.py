@@ -19,12 +19,15 @@ files 0600 (the directory is root's, 0700: SECURITY.md).
 
 Readers (``hostjob logs``) take the files oldest first; ``--tail`` reads backwards from
 the end, ``--since`` skips what is older, ``-f`` keeps reading the current file and
-notices a rotation by its inode.
+notices a rotation by its inode. A rotation is several renames: it holds an exclusive
+``flock`` on the directory, and a reader opens the set of files under a shared one, so
+it never sees a rotation half done (``_DirLock``).
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import stat
 import time
@@ -193,16 +196,19 @@ class RotatingLog:
         self.fd = -1
         d = self.dir_fd
         last = self.max_files - 1
-        try:
-            os.unlink(rotated_name(last), dir_fd=d)
-        except FileNotFoundError:
-            pass
-        for index in range(last - 1, -1, -1):
+        with _DirLock(d, exclusive=True):
             try:
-                os.rename(rotated_name(index), rotated_name(index + 1), src_dir_fd=d, dst_dir_fd=d)
+                os.unlink(rotated_name(last), dir_fd=d)
             except FileNotFoundError:
                 pass
-        self._open()
+            for index in range(last - 1, -1, -1):
+                try:
+                    os.rename(
+                        rotated_name(index), rotated_name(index + 1), src_dir_fd=d, dst_dir_fd=d
+                    )
+                except FileNotFoundError:
+                    pass
+            self._open()
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -211,6 +217,39 @@ class RotatingLog:
 
 
 # --- reading --------------------------------------------------------------------------------
+
+
+class _DirLock:
+    """A ``flock`` on a private open of the log directory (its own open file description,
+    so a writer and a reader in one process exclude each other too). Both sides hold it
+    for microseconds; neither waits for ever: a writer stopped mid-rotation must not hang
+    ``logs``, and a stopped reader must not stall the container's output (its pipe would
+    fill), so after ``_LOCK_WAIT`` the work goes on unlocked."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, dir_fd: int, *, exclusive: bool) -> None:
+        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
+        operation = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
+        deadline = time.monotonic() + _LOCK_WAIT
+        while True:
+            try:
+                fcntl.flock(fd, operation)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.001)
+        self.fd = fd
+
+    def __enter__(self) -> _DirLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)  # releases the lock
+
+
+_LOCK_WAIT = 0.5
 
 
 def log_files(dir_fd: int) -> list[str]:
@@ -417,7 +456,7 @@ class LogReader:
     """``hostjob logs``: what the log holds (``read``), then what is written to it
     (``follow``), as runs to print."""
 
-    __slots__ = ("current", "dir_fd", "offset", "query", "renderer")
+    __slots__ = ("current", "dir_fd", "done", "offset", "query", "renderer")
 
     def __init__(self, dir_fd: int, query: Query) -> None:
         self.dir_fd = dir_fd
@@ -425,19 +464,25 @@ class LogReader:
         self.renderer = Renderer(query)
         self.current = -1  # the fd of container.log, once read
         self.offset = 0  # how far it was read
+        # The newest rotated file read to its end, kept open: its inode names it, and
+        # no new file can take that number while it is open.
+        self.done = -1
 
     def read(self) -> Iterator[Runs]:
         """The log as it is now, per ``--tail`` and ``--since``; afterwards ``current``
         and ``offset`` say where it ended."""
         query = self.query
         files = []
-        for name in log_files(self.dir_fd):
-            fd = open_log(self.dir_fd, name)
-            if fd is not None:
-                files.append((fd, name))
+        with _DirLock(self.dir_fd, exclusive=False):
+            for name in log_files(self.dir_fd):
+                fd = open_log(self.dir_fd, name)
+                if fd is not None:
+                    files.append((fd, name))
         if files and files[-1][1] == LOG_NAME:
             self.current = files[-1][0]
             self.offset = os.fstat(self.current).st_size
+        elif files:
+            self.done = files[-1][0]
         try:
             fds = [fd for fd, _ in files]
             first, offset = 0, 0
@@ -461,7 +506,7 @@ class LogReader:
                     self.offset = cursor[0]
         finally:
             for fd, _name in files:
-                if fd != self.current:
+                if fd not in (self.current, self.done):
                     os.close(fd)
 
     def _tail_of_since(self, fds: list[int], limit: int) -> Iterator[Runs]:
@@ -498,27 +543,57 @@ class LogReader:
         try:
             while True:
                 last_round = not running()
-                if self.current < 0:
-                    self.current = _open_current(self.dir_fd)
-                    self.offset = 0
                 if self.current >= 0:
                     yield from self._new_records()
-                    old = os.fstat(self.current).st_ino
-                    if _current_inode(self.dir_fd) != old:
-                        # Rotated: the old file is complete (renamed after its last
-                        # write); the files rotated past in between are read whole.
-                        yield from self._new_records(final=True)
-                        for block in _rotated_after(self.dir_fd, old):
-                            yield self.renderer.render_block(block)
-                        os.close(self.current)
-                        self.current = _open_current(self.dir_fd)
-                        self.offset = 0
+                    if _current_inode(self.dir_fd) == os.fstat(self.current).st_ino:
+                        if last_round:
+                            return
+                        time.sleep(interval)
                         continue
-                if last_round:
-                    return
-                time.sleep(interval)
+                    # Rotated: the file is complete (renamed after its last write).
+                    yield from self._new_records(final=True)
+                    self._set_done(self.current)
+                    self.current = -1
+                yield from self._next_files()
+                if self.current < 0:
+                    if last_round:
+                        return
+                    time.sleep(interval)
         finally:
             self.close()
+
+    def _next_files(self) -> Iterator[Runs]:
+        """Move on from ``done`` to the new ``container.log``, reading whole the files
+        rotated in between (several rotations between two looks), oldest first. If
+        ``done`` is gone already, every rotated file is newer (what rotated away unread
+        is lost, as the log's size limit says)."""
+        with _DirLock(self.dir_fd, exclusive=False):  # one consistent set of files
+            current = _open_current(self.dir_fd)
+            fds = []
+            for name in log_files(self.dir_fd):
+                if name != LOG_NAME:
+                    fd = open_log(self.dir_fd, name)
+                    if fd is not None:
+                        fds.append(fd)
+        self.current, self.offset = current, 0
+        try:
+            inodes = [os.fstat(fd).st_ino for fd in fds]
+            done = os.fstat(self.done).st_ino if self.done >= 0 else -1
+            start = inodes.index(done) + 1 if done in inodes else 0
+            for index in range(start, len(fds)):
+                for block in _blocks(fds[index], 0):
+                    yield self.renderer.render_block(block)
+                self._set_done(fds[index])
+                fds[index] = -1
+        finally:
+            for fd in fds:
+                if fd >= 0:
+                    os.close(fd)
+
+    def _set_done(self, fd: int) -> None:
+        if self.done >= 0:
+            os.close(self.done)
+        self.done = fd
 
     def _new_records(self, *, final: bool = False) -> Iterator[Runs]:
         cursor = None if final else [0]
@@ -531,6 +606,7 @@ class LogReader:
         if self.current >= 0:
             os.close(self.current)
             self.current = -1
+        self._set_done(-1)
 
 
 def _open_current(dir_fd: int) -> int:
@@ -543,23 +619,3 @@ def _current_inode(dir_fd: int) -> int:
         return os.stat(LOG_NAME, dir_fd=dir_fd, follow_symlinks=False).st_ino
     except FileNotFoundError:
         return -1
-
-
-def _rotated_after(dir_fd: int, old_inode: int) -> Iterator[bytes]:
-    """The records of the files rotated after the file ``old_inode`` (read to its end
-    already), oldest first: when several rotations happened between two reads. If that
-    file is gone already, every rotated file is newer."""
-    fds = []
-    for name in log_files(dir_fd):
-        if name != LOG_NAME:
-            fd = open_log(dir_fd, name)
-            if fd is not None:
-                fds.append(fd)
-    try:
-        inodes = [os.fstat(fd).st_ino for fd in fds]
-        after = inodes.index(old_inode) + 1 if old_inode in inodes else 0
-        for fd in fds[after:]:
-            yield from _blocks(fd, 0)
-    finally:
-        for fd in fds:
-            os.close(fd)
