@@ -291,13 +291,23 @@ CAP_NUMBERS = {name: number for number, name in enumerate(CAP_NAMES)}
 CAP_SETS = ("bounding", "effective", "inheritable", "permitted", "ambient")
 
 
+_last_cap: int | None = None
+
+
 def last_cap() -> int:
-    """The highest capability number this kernel knows."""
-    try:
-        with open("/proc/sys/kernel/cap_last_cap") as f:
-            return int(f.read())
-    except OSError:
-        return len(CAP_NAMES) - 1
+    """The highest capability number this kernel knows (read once per process: the
+    config's conversion and the container process both ask, the child inheriting it)."""
+    global _last_cap
+    if _last_cap is None:
+        try:
+            fd = os.open("/proc/sys/kernel/cap_last_cap", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                _last_cap = int(os.read(fd, 32))
+            finally:
+                os.close(fd)
+        except (OSError, ValueError):
+            _last_cap = len(CAP_NAMES) - 1
+    return _last_cap
 
 
 def cap_mask(names: list[str]) -> int:

@@ -41,11 +41,12 @@ MANAGER = (
 PINNED = {
     # start and delete lock the container's directory (fsutil); state, list and kill never do
     "start": COMMON | {"hostjob.cli.commands.start", "hostjob.fsutil"},
-    "state": COMMON | {"hostjob.cli.commands.state", "hostjob.spec.state", "hostjob.mountinfo"},
-    "list": COMMON | {"hostjob.cli.commands.list", "hostjob.spec.state", "hostjob.mountinfo"},
-    "kill": COMMON | {"hostjob.cli.commands.kill", "hostjob.mountinfo"},
+    # the cgroup hierarchies come from the container's record: no look at mountinfo
+    "state": COMMON | {"hostjob.cli.commands.state", "hostjob.spec.state"},
+    "list": COMMON | {"hostjob.cli.commands.list", "hostjob.spec.state"},
+    "kill": COMMON | {"hostjob.cli.commands.kill"},
     "delete": COMMON
-    | {"hostjob.cli.commands.delete", "hostjob.mountinfo", "hostjob.cgroups._manager"}
+    | {"hostjob.cli.commands.delete", "hostjob.cgroups._manager"}
     | {"hostjob.cgroups._fs", MANAGER, "hostjob.fsutil"},
 }
 # Loaded only when the killed init has not quite left its cgroup yet (cgroup.kill).

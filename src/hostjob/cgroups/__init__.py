@@ -107,6 +107,27 @@ class Mounts:
     def __repr__(self) -> str:
         return f"Mounts(v{self.version}, {self.hierarchies!r}, unified={self.unified!r})"
 
+    def rows(self) -> list[list[str]]:
+        """As a container's record keeps them (``[version, mount point, root,
+        controllers]``): later commands on it then need no look at mountinfo, as runc's
+        state.json keeps its cgroup paths."""
+        every = [*self.hierarchies, *([self.unified] if self.unified is not None else [])]
+        return [[str(h.version), h.mountpoint, h.root, ",".join(h.controllers)] for h in every]
+
+    @classmethod
+    def from_rows(cls, rows: list[list[str]]) -> Mounts:
+        hierarchies: list[Hierarchy] = []
+        unified = None
+        for row in rows:
+            if len(row) != 4:
+                continue
+            version, mountpoint, root, controllers = row
+            if version == "2":
+                unified = Hierarchy(mountpoint, (), root, 2)
+            else:
+                hierarchies.append(Hierarchy(mountpoint, tuple(controllers.split(",")), root, 1))
+        return cls(hierarchies, unified)
+
 
 def parse_mountinfo(text: str) -> Mounts:
     """The cgroup hierarchies in a ``/proc/<pid>/mountinfo`` text.
@@ -271,7 +292,7 @@ def resolve_path(cgroups_path: str, container_id: str, systemd: bool = False) ->
     return _clean(f"{CGROUP_PARENT}/{cgroups_path}", what)
 
 
-def frozen(path: str) -> bool:
+def frozen(path: str, mounts: Mounts | None = None) -> bool:
     """Whether the job at ``path`` is frozen itself (``paused``), not merely through an
     ancestor; False where nothing can freeze it.
 
@@ -281,7 +302,7 @@ def frozen(path: str) -> bool:
     cgroup2 ``cgroup.freeze``.
     """
     path = _clean(path, "cgroup path")
-    mounts = detect()
+    mounts = mounts or detect()
     freezer = mounts.hierarchy("freezer") if mounts.version == 1 else None
     if freezer is not None:
         base = freezer.mountpoint.rstrip("/") + path

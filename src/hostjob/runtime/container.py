@@ -174,7 +174,12 @@ class Container:
         return self.record.pid if self.record is not None else 0
 
     def cgroup(self) -> cgroups.Manager:
-        return cgroups.open_manager(self.config.cgroups_path)
+        return cgroups.open_manager(self.config.cgroups_path, mounts=self._cgroup_mounts())
+
+    def _cgroup_mounts(self) -> cgroups.Mounts | None:
+        """The hierarchies as they were when the job was made (None: look them up)."""
+        rows = self.record.cgroup_mounts if self.record is not None else None
+        return cgroups.Mounts.from_rows(rows) if rows else None
 
     def owns_cgroup(self) -> bool:
         """Whether hostjob made the job's cgroup for this container (the only cgroup
@@ -195,7 +200,7 @@ class Container:
             return Status.STOPPED
         if os.path.exists(self.store.fifo(self.id)):
             return Status.CREATED
-        if cgroups.frozen(record.config.cgroups_path):
+        if cgroups.frozen(record.config.cgroups_path, self._cgroup_mounts()):
             return Status.PAUSED
         return Status.RUNNING
 
@@ -293,8 +298,12 @@ class Container:
         *,
         root: str = DEFAULT_ROOT,
         options: CreateOptions | None = None,
+        release_by_pipe: bool = False,
     ) -> tuple[Container, Child]:
-        """``create`` from a converted config; also returns the child's handle (for ``run``)."""
+        """``create`` from a converted config; also returns the child's handle (for ``run``).
+
+        ``release_by_pipe``: the caller starts the process itself (``start_child``),
+        as ``run`` does: no exec fifo is made, and the container reads as running."""
         from hostjob.runtime import init, resolve
         from hostjob.units import rfc3339_nano
 
@@ -307,7 +316,9 @@ class Container:
             raise HostjobError("cannot allocate a tty without --console-socket")
         lock = store.create(container_id)  # first: a taken ID is "already exists"
         try:
-            _refuse_existing_cgroup(job.cgroups_path)
+            hierarchies = cgroups.detect()
+            manager = cgroups.open_manager(job.cgroups_path, mounts=hierarchies)
+            _refuse_existing_cgroup(job.cgroups_path, manager)
         except BaseException:
             store.remove(container_id)  # nothing else was made
             lock.release()
@@ -324,6 +335,7 @@ class Container:
             # Recorded before the mkdir, as undo entries are; a mkdir that finds the
             # cgroup there already clears it again (see below).
             cgroup=job.cgroups_path,
+            cgroup_mounts=hierarchies.rows(),
             daemon=options.daemon,
             restarts=0 if options.daemon is not None else None,
         )
@@ -333,7 +345,6 @@ class Container:
             # The record comes first: whatever happens below, delete --force can undo it.
             store.write(record)
             faults.point("create:after-state-dir")
-            manager = cgroups.open_manager(job.cgroups_path)
             try:
                 manager.create(job.resources, exclusive=True)
             except CgroupExists:
@@ -344,14 +355,17 @@ class Container:
             faults.point("create:after-cgroup")
             container._prepare_rootfs(options)
             faults.point("create:after-mount")
-            fifo = store.fifo(container_id)
-            # Only root may write the start byte (the process opens the read end as root).
-            os.mkfifo(fifo, 0o600)
+            fifo = None
+            if not release_by_pipe:
+                fifo = store.fifo(container_id)
+                # Only root may write the start byte (the process opens the read end as root).
+                os.mkfifo(fifo, 0o600)
             plan = resolve.plan(job, job.process)
             if options.rootfs is not None and plan.user.uid != 0:
                 store.open_for_user(container_id)
             setup = init.ChildSetup(plan, manager.entry())
             setup.fifo = fifo
+            setup.release_by_pipe = release_by_pipe
             setup.console = options.console_socket
             listen = _listen_fds()
             setup.listen_fds = listen
@@ -364,14 +378,21 @@ class Container:
             setup.hook_state = container._hook_state(Status.CREATED, None)
             if options.daemon is not None:
                 setup.stdio = container._prepare_output(options.daemon)
-            child = init.spawn(setup)
-            record.pid = child.pid
-            record.start_time = proc.start_time(child.pid) or 0
-            store.write(record)
-            faults.point("create:after-fork")
             points = [
                 p for p in ("prestart", "createRuntime", "createContainer") if job.hooks_for(p)
             ]
+
+            def recorded(pid: int) -> None:
+                # One write while the child sets itself up: with no hooks to run it
+                # is created once its set-up succeeds (a failure undoes the record).
+                record.pid = pid
+                record.start_time = proc.start_time(pid) or 0
+                if not points:
+                    record.phase = PHASE_CREATED
+                store.write(record)
+
+            child = init.spawn(setup, after_fork=recorded)
+            faults.point("create:after-fork")
             if points:
                 from hostjob.runtime import hooks
 
@@ -379,8 +400,9 @@ class Container:
                 for point in points:
                     hooks.run_hooks(point, job.hooks_for(point), state)
             faults.point("create:before-created")
-            record.phase = PHASE_CREATED
-            store.write(record)
+            if points:
+                record.phase = PHASE_CREATED
+                store.write(record)
             if options.pid_file:
                 write_pid_file(options.pid_file, child.pid)
         except BaseException:
@@ -471,6 +493,24 @@ class Container:
             hooks.run_hooks("poststart", poststart, self._hook_state(Status.RUNNING, record.pid))
         except HookError:
             # runc: a failed poststart hook takes the container down with it.
+            self.kill(sig.SIGKILL, all_processes=True)
+            raise
+
+    def start_child(self, child: Child) -> None:
+        """``start`` by the process that created the container with a release pipe
+        and holds its handle (``run``): nothing to look up, nobody else can start it."""
+        poststart = self.config.hooks_for("poststart")
+        child.release()
+        faults.point("start:after-release")
+        if not poststart:
+            return
+        from hostjob.runtime import hooks
+
+        child.wait_exec()
+        assert self.record is not None
+        try:
+            hooks.run_hooks("poststart", poststart, self._hook_state(Status.RUNNING, self.pid))
+        except HookError:
             self.kill(sig.SIGKILL, all_processes=True)
             raise
 
@@ -700,7 +740,7 @@ class Container:
         if record.pid:
             proc.signal_process(record.pid, record.start_time, sig.SIGKILL)
         if self.owns_cgroup():
-            manager = cgroups.open_manager(job.cgroups_path)
+            manager = self.cgroup()
             if grace > 0:
                 manager.terminate(grace)  # the job outlived its init: TERM, then KILL
             faults.point("delete:after-kill")
@@ -851,20 +891,16 @@ def _remove_job_cgroup(path: str, manager: cgroups.Manager | None = None) -> Non
     manager.remove_empty_parents(top)
 
 
-def _refuse_existing_cgroup(path: str) -> None:
+def _refuse_existing_cgroup(path: str, manager: cgroups.Manager) -> None:
     """A job owns its cgroup: teardown (a failed create, delete, kill --all) kills every
     process in it and removes it. So the cgroup must be one hostjob makes for this
     container: a cgroupsPath naming one that exists already, in any hierarchy (a
     typo'd ``/system.slice``, another job's, an empty one someone prepared), is
     refused before anything is made. runc adopts an existing empty cgroup; SPEC §10
     says never."""
-    manager = cgroups.open_manager(path)
-    try:
-        found = [d for d in manager.dirs() if os.path.isdir(d)]
-        if found:
-            raise CgroupExists(path, found[0], manager.pids())
-    finally:
-        manager.close()
+    found = [d for d in manager.dirs() if os.path.isdir(d)]
+    if found:
+        raise CgroupExists(path, found[0], manager.pids())
 
 
 def _kill_watcher(watcher: list[int]) -> None:

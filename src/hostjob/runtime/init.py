@@ -59,6 +59,8 @@ class ChildSetup:
         "hook_state",
         "listen_fds",
         "plan",
+        "release_by_pipe",
+        "release_fd",
         "start_hooks",
         "stdio",
     )
@@ -67,6 +69,11 @@ class ChildSetup:
         self.plan = plan
         self.entry = entry
         self.fifo: str | None = None  # create: block here until start
+        # Or a pipe whose write end the creating process (``run``) holds as the start
+        # (``Child.release``): no fifo, no record to read. Its EOF without a byte ends
+        # the process. ``spawn`` makes it; ``release_fd`` is the child's read end.
+        self.release_by_pipe = False
+        self.release_fd = -1
         self.console: str | int | None = None  # --console-socket path, or a socket fd (run -t)
         self.extra_fds = 0  # fds 3.. passed through (LISTEN_FDS + --preserve-fds)
         self.listen_fds = 0  # of which the first N are socket-activation fds
@@ -83,11 +90,20 @@ class ChildSetup:
 class Child:
     """The runtime's handle on a forked container process."""
 
-    __slots__ = ("pid", "report_fd")
+    __slots__ = ("pid", "release_fd", "report_fd")
 
-    def __init__(self, pid: int, report_fd: int) -> None:
+    def __init__(self, pid: int, report_fd: int, release_fd: int = -1) -> None:
         self.pid = pid
         self.report_fd = report_fd
+        self.release_fd = release_fd  # the write end of ChildSetup.release_fd's pipe
+
+    def release(self) -> None:
+        """Let the process exec its program (a child created with a release pipe)."""
+        fd, self.release_fd = self.release_fd, -1
+        try:
+            os.write(fd, b"0")
+        finally:
+            os.close(fd)
 
     def wait_exec(self) -> None:
         """After release: wait for the exec (pipe EOF); raise if the exec failed."""
@@ -104,11 +120,20 @@ class Child:
         if self.report_fd >= 0:
             os.close(self.report_fd)
             self.report_fd = -1
+        if self.release_fd >= 0:  # unreleased: the process exits instead of its program
+            os.close(self.release_fd)
+            self.release_fd = -1
 
 
-def spawn(setup: ChildSetup) -> Child:
-    """Fork the container process and wait until it is set up (or failed)."""
+def spawn(setup: ChildSetup, after_fork: Callable[[int], None] | None = None) -> Child:
+    """Fork the container process and wait until it is set up (or failed).
+
+    ``after_fork(pid)`` runs meanwhile in the parent (the runtime records the pid while
+    the child sets itself up, on the other CPU); if it raises, the child is killed."""
     report_r, report_w = os.pipe()
+    release_w = -1
+    if setup.release_by_pipe:
+        setup.release_fd, release_w = os.pipe()
     pid, in_unified = _fork(setup.entry.unified)
     if pid == 0:  # the child: never returns
         os.close(report_r)
@@ -124,11 +149,25 @@ def spawn(setup: ChildSetup) -> Child:
         finally:
             os._exit(code)
     os.close(report_w)
+    if setup.release_fd >= 0:
+        os.close(setup.release_fd)
+    if after_fork is not None:
+        try:
+            after_fork(pid)
+        except BaseException:
+            os.close(report_r)
+            if release_w >= 0:
+                os.close(release_w)
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            raise
     first = _read_exact(report_r, 1)
     if first == READY:
-        return Child(pid, report_r)
+        return Child(pid, report_r, release_w)
     message = first + _read_all(report_r)
     os.close(report_r)
+    if release_w >= 0:
+        os.close(release_w)
     _, status = os.waitpid(pid, 0)
     if message.startswith(ERROR):
         raise StartError(message[1:].decode(errors="replace"))
@@ -211,7 +250,7 @@ def _child_main(setup: ChildSetup, report_fd: int, in_unified: bool) -> None:
     setup.entry.join(unified=not in_unified)
 
     plan = setup.plan
-    keep = {0, 1, 2, report_fd, *range(3, 3 + setup.extra_fds)}
+    keep = {0, 1, 2, report_fd, setup.release_fd, *range(3, 3 + setup.extra_fds)}
     if isinstance(setup.console, int):
         keep.add(setup.console)
     _close_fds_except(keep)
@@ -296,6 +335,8 @@ def _child_main(setup: ChildSetup, report_fd: int, in_unified: bool) -> None:
     os.write(report_fd, READY)
     if fifo_fd >= 0:
         _wait_for_start(fifo_fd)
+    elif setup.release_fd >= 0 and not os.read(setup.release_fd, 1):
+        raise StartError("the runtime went away before it started the container")
     if setup.start_hooks:
         from hostjob.runtime.hooks import run_hooks
 
@@ -446,10 +487,11 @@ def _switch_identity(plan: LaunchPlan) -> None:
 
     # runc's order: bounding set, keep caps across setuid, switch, then the sets.
     bounding = wanted[0]
+    cap = 0
     try:
+        step = "drop {} from the bounding set"  # named only on failure: ~40 steps
         for cap in range(_last_cap() + 1):
             if not bounding & (1 << cap):
-                step = f"drop {_cap_name(cap)} from the bounding set"
                 linux.drop_bounding(cap)
         step = "keep capabilities across the user switch (prctl PR_SET_KEEPCAPS)"
         linux.set_keepcaps(True)
@@ -462,11 +504,12 @@ def _switch_identity(plan: LaunchPlan) -> None:
             f" inheritable {inheritable:#x})"
         )
         linux.capset(effective, permitted, inheritable)
+        step = "raise ambient capability {}"
         for cap in range(_last_cap() + 1):
             if ambient & (1 << cap):
-                step = f"raise ambient capability {_cap_name(cap)}"
                 linux.raise_ambient(cap)
     except OSError as err:
+        step = step.format(_cap_name(cap))
         raise StartError(f"cannot {step}: {_reason(err)}") from err
 
 

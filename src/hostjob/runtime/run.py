@@ -59,7 +59,7 @@ def run(
         linux.set_child_subreaper()
     try:
         container, child = Container.create_from_config(
-            container_id, job, root=root, options=options
+            container_id, job, root=root, options=options, release_by_pipe=True
         )
     except BaseException:
         if terminal is not None:
@@ -73,7 +73,7 @@ def run(
         if on_created is not None:
             on_created(container)
         oom_before = _oom_kills(container) if keep else 0
-        container.start()
+        container.start_child(child)
         if detach:
             child.close()
             return 0

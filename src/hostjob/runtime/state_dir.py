@@ -120,6 +120,7 @@ class Record(Model):
 
     __slots__ = (
         "cgroup",
+        "cgroup_mounts",
         "config",
         "created",
         "daemon",
@@ -147,6 +148,9 @@ class Record(Model):
     # The cgroup hostjob made for this container ("" while it has made none): the
     # only one it ever writes, signals or removes for it. Absent in older records.
     cgroup: str | None
+    # Where the cgroup hierarchies were mounted when it was made (``Mounts.rows``):
+    # the manager of a later command is opened from them. Absent in older records.
+    cgroup_mounts: list[list[str]] | None
     # run -d IMAGE: how it is looked after; the watcher's [pid, start time]; how its
     # process last ended; how often the watcher restarted it; whether ``stop`` ended
     # it (no restart after that). Absent for other containers.
@@ -165,6 +169,7 @@ class Record(Model):
         ("config", "config", _job_config),
         ("undo", "undo", list_of(string_list)),
         ("cgroup", "cgroup", string),
+        ("cgroupMounts", "cgroup_mounts", list_of(string_list)),
         ("daemon", "daemon", _daemon_config),
         ("watcher", "watcher", list_of(integer)),
         ("exit", "exit", ExitStatus.decode),
@@ -340,12 +345,41 @@ class StateStore:
         itself is fd-relative and never crosses into a mount (``fsutil.remove_tree``):
         what a container wrote into its rootfs cannot redirect it."""
         path = self.dir(container_id)
-        if not os.path.lexists(path):
+        if not os.path.lexists(path) or _remove_flat(path):
             return
         _unmount_under(path)
         from hostjob import fsutil
 
         fsutil.remove_tree(path)
+
+
+def _remove_flat(path: str) -> bool:
+    """The common case without a look at mountinfo: a directory of files only (the
+    record, FIFOs, the lock) is emptied fd-relative and removed. False, having removed
+    nothing that matters, when it holds a directory (an image container's rootfs, a
+    mount point) or is not one: the careful way then takes over."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        with os.scandir(fd) as entries:
+            names = []
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    return False
+                names.append(entry.name)
+        for name in names:
+            os.unlink(name, dir_fd=fd)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    try:
+        os.rmdir(path)
+    except OSError:
+        return False  # something appeared meanwhile, or a mount: the careful way
+    return True
 
 
 def _unmount_under(path: str) -> None:
