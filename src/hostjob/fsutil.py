@@ -296,9 +296,31 @@ class AtomicFile:
 
 
 def write_atomic(path: str, data: bytes, *, mode: int = 0o644, durable: bool = False) -> None:
-    """Replace ``path`` by ``data``, whole or not at all (see ``AtomicFile``)."""
-    with AtomicFile(path, mode=mode, durable=durable) as f:
-        f.write(data)
+    """Replace ``path`` by ``data``, whole or not at all (see ``AtomicFile``; the same
+    steps on the bare fd, without a file object: every record write of a runtime
+    command takes this way)."""
+    folder, name = os.path.split(path)
+    fd, tmp = temp_file(folder or ".", f".{name}.tmp-")
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fchmod(fd, mode)
+        if durable:
+            os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.rename(tmp, path)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    if durable:
+        fsync_dir(folder)
 
 
 # --- locks -------------------------------------------------------------------------------

@@ -92,15 +92,16 @@ def run(
     finally:
         if master >= 0:
             os.close(master)
-    container.cgroup().terminate(stop_grace())  # the rest of the job: TERM, then KILL
-    reap_orphans()
     if keep:
+        container.cgroup().terminate(stop_grace())  # the rest of the job: TERM, then KILL
+        reap_orphans()
         try:
             container.record_exit(wait_status, _oom_kills(container) > oom_before)
         except ContainerNotFound:
             pass  # deleted by someone else meanwhile
     else:
-        container.delete(force=True)
+        container.delete(force=True)  # which ends the rest of the job the same way
+        reap_orphans()
     return proc.exit_code(wait_status)
 
 
