@@ -6,7 +6,7 @@ count as much as those at the top (a lazy import is still a dependency):
 * no cycle between modules, whatever their package;
 * no module imports one of a higher layer, not even for a type annotation:
 
-    leaf helpers (errors, fsutil, jsonio, log, linux, mountinfo, units, faults)
+    leaf helpers (errors, fsutil, jsonio, log, linux, mountinfo, units, faults, codepack)
       <- spec <- job <- config <- cgroups <- runtime <- images <- cli
 
 Imports under ``if TYPE_CHECKING:`` never run: they count for the layers (a lower
@@ -26,6 +26,7 @@ SRC = REPO / "src"
 
 # Layer of each module: the longest matching prefix decides.
 LAYERS = {
+    "hostjob.codepack": 0,
     "hostjob.errors": 0,
     "hostjob.faults": 0,
     "hostjob.fsutil": 0,

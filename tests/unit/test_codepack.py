@@ -1,0 +1,144 @@
+"""hostjob.codepack: the pack of byte code bin/hostjob imports from, and every way it
+steps aside (a changed source, a foreign or broken pack, HOSTJOB_NO_CODEPACK=1), on a
+small package of its own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hostjob import codepack
+from tests.helpers import REPO
+
+
+@pytest.fixture
+def package(tmp_path: Path) -> Iterator[Path]:
+    """``packpkg`` with a subpackage, importable from tmp_path; forgotten afterwards."""
+    top = tmp_path / "packpkg"
+    (top / "sub").mkdir(parents=True)
+    (top / "__init__.py").write_text("VALUE = 'init'\n")
+    (top / "plain.py").write_text("from packpkg.sub import leaf\nVALUE = leaf.VALUE + 1\n")
+    (top / "sub" / "__init__.py").write_text("")
+    (top / "sub" / "leaf.py").write_text("VALUE = 41\n")
+    sys.path.insert(0, str(tmp_path))
+    yield top
+    sys.path.remove(str(tmp_path))
+    for name in [m for m in sys.modules if m == "packpkg" or m.startswith("packpkg.")]:
+        del sys.modules[name]
+
+
+@pytest.fixture
+def finders() -> Iterator[list[codepack.PackFinder]]:
+    installed: list[codepack.PackFinder] = []
+    yield installed
+    for finder in installed:
+        sys.meta_path.remove(finder)
+        os.close(finder.fd)
+
+
+def install(top: Path, installed: list[codepack.PackFinder]) -> codepack.PackFinder:
+    finder = codepack.install(str(top))
+    assert finder is not None
+    installed.append(finder)
+    return finder
+
+
+def test_modules_come_from_the_pack(package: Path, finders: list[codepack.PackFinder]) -> None:
+    assert codepack.build(str(package)) == 4
+    finder = install(package, finders)
+    import packpkg.plain  # type: ignore[import-not-found]
+
+    assert packpkg.plain.VALUE == 42
+    for name in ("packpkg", "packpkg.plain", "packpkg.sub", "packpkg.sub.leaf"):
+        module = sys.modules[name]
+        assert module.__spec__ is not None and module.__spec__.loader is finder, name
+    # as from a .pyc: __file__ is the source, a package has its __path__
+    assert packpkg.plain.__file__ == str(package / "plain.py")
+    assert sys.modules["packpkg.sub"].__path__ == [str(package / "sub")]
+
+
+def test_a_changed_source_is_imported_the_ordinary_way(
+    package: Path, finders: list[codepack.PackFinder]
+) -> None:
+    codepack.build(str(package))
+    leaf = package / "sub" / "leaf.py"
+    leaf.write_text("VALUE = 99  # an upgrade after the pack was made\n")
+    finder = install(package, finders)
+    import packpkg.plain
+
+    assert packpkg.plain.VALUE == 100
+    assert sys.modules["packpkg.sub.leaf"].__spec__.loader is not finder  # type: ignore[union-attr]
+    assert packpkg.plain.__spec__.loader is finder
+
+
+def test_no_pack_a_foreign_pack_a_broken_pack_or_turned_off(
+    package: Path, finders: list[codepack.PackFinder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = list(sys.meta_path)
+    assert codepack.install(str(package)) is None  # none made
+    codepack.build(str(package))
+    path = Path(codepack.pack_path(str(package)))
+    good = path.read_bytes()
+    path.write_bytes(good[:4] + b"\0\0\0\0" + good[8:])  # another Python's magic
+    assert codepack.install(str(package)) is None
+    path.write_bytes(good[:40])  # cut short
+    assert codepack.install(str(package)) is None
+    path.write_bytes(good)
+    monkeypatch.setenv("HOSTJOB_NO_CODEPACK", "1")
+    assert codepack.install(str(package)) is None
+    assert sys.meta_path == before
+
+
+def test_a_closed_or_reused_fd_is_reopened(
+    package: Path, finders: list[codepack.PackFinder], tmp_path: Path
+) -> None:
+    """A forked container process closes the fds it does not keep, and the number may
+    come back as another file: the pack is read again from its path, never from that."""
+    codepack.build(str(package))
+    finder = install(package, finders)
+    os.close(finder.fd)
+    other = tmp_path / "other"
+    other.write_bytes(b"\0" * 4096)
+    fd = os.open(other, os.O_RDONLY)
+    try:
+        assert fd == finder.fd  # the lowest free number: the pack's old one
+        import packpkg.plain
+
+        assert packpkg.plain.VALUE == 42
+        assert finder.fd != fd
+    finally:
+        os.close(fd)
+
+
+def test_the_installed_command_imports_from_its_pack() -> None:
+    """scripts/install made the pack of the installed hostjob, and bin/hostjob uses it."""
+    venv = REPO / ".venv"
+    site = sorted((venv / "lib").glob("python3*/site-packages"))
+    if not site or not (site[-1] / "hostjob").is_dir():
+        pytest.fail("no installed hostjob (scripts/install --venv)")
+    assert Path(codepack.pack_path(str(site[-1] / "hostjob"))).is_file()
+    probe = textwrap.dedent(
+        f"""
+        import os, sys
+        sys.path.insert(0, {str(site[-1])!r})
+        from hostjob import codepack
+        finder = codepack.install(os.path.dirname(codepack.__file__))
+        import hostjob.cli.main, hostjob.runtime.container
+        print(hostjob.cli.main.__spec__.loader is finder,
+              hostjob.runtime.container.__spec__.loader is finder)
+        """
+    )
+    result = subprocess.run(
+        [str(venv / "bin" / "python"), "-S", "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "HOSTJOB_NO_CODEPACK"},
+    )
+    assert result.stdout.split() == ["True", "True"], result.stderr
