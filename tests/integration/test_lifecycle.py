@@ -282,3 +282,28 @@ def test_systemd_cgroup_paths_on_cgroupfs(hj: Hostjob, bundle, tmp_path: Path) -
     hj.ok("--systemd-cgroup", "delete", "--force", cid)
     assert cgroup_dirs(expected) == []
     assert cgroup_dirs("/hjtest.slice") == []  # no empty slice left behind
+
+
+def test_a_record_changed_after_load_is_read_again(hj: Hostjob, bundle) -> None:
+    """A verb locks and reloads what `load` read; the second read is skipped only while
+    the record file is still the one `load` held open (every write replaces it)."""
+    from hostjob.runtime.container import Container
+
+    cid = new_id()
+    hj.ok("create", "-b", str(bundle(base_config("sleep", "300"))), cid)
+    try:
+        changed = Container.load(cid, root=str(hj.root))
+        assert changed._held >= 0
+        hj.ok("update", "--pids-limit", "77", cid)  # another command rewrites the record
+        before = changed.record
+        changed.reload()
+        assert changed._held == -1
+        assert changed.record is not before
+        assert "77" in repr(changed.record.config.resources)  # type: ignore[union-attr]
+
+        same = Container.load(cid, root=str(hj.root))
+        record = same.record
+        same.reload()  # nothing wrote it since: what load read stands
+        assert same.record is record and same._held == -1
+    finally:
+        hj.ok("delete", "--force", cid)

@@ -213,7 +213,7 @@ def path_based_make_cwd(path: str, uid: int, gid: int, mount_point: str) -> None
 
 
 def path_based_undo(entries: list[list[str]]) -> None:
-    """``hostjob.runtime.mounts.undo`` as it was: every step by path."""
+    """``hostjob.runtime.undo.undo`` as it was: every step by path."""
     for kind, path in reversed(entries):
         try:
             if kind == "unmount":
@@ -235,7 +235,7 @@ def _umount2(path: str, flags: int) -> None:
 
 
 def path_based_remove(path: str) -> None:
-    """``hostjob.runtime.mounts._remove`` as it was (an undo step)."""
+    """``hostjob.runtime.undo._remove`` as it was (an undo step)."""
     try:
         if os.path.islink(path) or not os.path.isdir(path):
             os.unlink(path)

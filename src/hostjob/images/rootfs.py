@@ -126,7 +126,7 @@ class ImageRootfs:
         self, container_id: str, job: JobConfig, record: Callable[[str, str], None]
     ) -> None:
         """Mount the image at ``job.rootfs``, each change recorded for undo first."""
-        from hostjob.runtime.mounts import REMOVE, REMOVE_TREE, UNMOUNT
+        from hostjob.runtime.undo import REMOVE, REMOVE_TREE, UNMOUNT
 
         upper_dir = rw_dir(self.gc, container_id)
         record(REMOVE_TREE, upper_dir)

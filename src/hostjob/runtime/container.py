@@ -117,19 +117,26 @@ class CreateOptions:
 class Container:
     """A job container, identified by its ID under a state root."""
 
-    __slots__ = ("id", "record", "store")
+    __slots__ = ("_held", "id", "record", "store")
 
     def __init__(self, store: StateStore, container_id: str, record: Record | None) -> None:
         self.store = store
         self.id = container_id
         self.record = record  # None: a create that died before writing anything
+        # The record file as ``load`` read it, open until the first ``reload``: a verb
+        # that locks and reloads (start, delete) then reads it again only if it changed.
+        self._held = -1
+
+    def __del__(self) -> None:
+        if getattr(self, "_held", -1) >= 0:
+            os.close(self._held)
 
     # --- loading ------------------------------------------------------------------------
 
     @classmethod
     def load(cls, container_id: str, *, root: str = DEFAULT_ROOT) -> Container:
         store = StateStore(root)
-        record = store.read(container_id)
+        record, held = store.read_held(container_id)
         if record is None:
             runtime = store.route(container_id)
             if runtime is not None:
@@ -138,7 +145,9 @@ class Container:
                     f" (state root {store.delegate_root(runtime)}); the hostjob command"
                     " hands it over, the library does not"
                 )
-        return cls(store, container_id, record)
+        container = cls(store, container_id, record)
+        container._held = held
+        return container
 
     @classmethod
     def load_all(cls, *, root: str = DEFAULT_ROOT) -> list[Container]:
@@ -159,6 +168,13 @@ class Container:
         return found
 
     def reload(self) -> None:
+        held, self._held = self._held, -1
+        if held >= 0:
+            try:
+                if self.store.unchanged(self.id, held):
+                    return  # as read by load: nothing wrote it since
+            finally:
+                os.close(held)
         self.record = self.store.read(self.id)
 
     # --- status ---------------------------------------------------------------------------
@@ -449,7 +465,7 @@ class Container:
         """``run -d IMAGE``: the log directory (root's, 0700; removed at delete) and the
         stdout/stderr FIFOs in the state directory; returns the FIFOs' paths."""
         from hostjob import fsutil
-        from hostjob.runtime.mounts import REMOVE_TREE
+        from hostjob.runtime.undo import REMOVE_TREE
 
         log_dir = daemon.log_dir
         self._record_change(REMOVE_TREE, fsutil.canonical(log_dir))
@@ -755,9 +771,9 @@ class Container:
             if shared is not None:
                 entries = self._not_shared(entries)
             if entries:
-                from hostjob.runtime import mounts
+                from hostjob.runtime.undo import undo
 
-                mounts.undo(entries)
+                undo(entries)
             faults.point("delete:after-unmount")
             self.store.remove(self.id)
         finally:
@@ -778,7 +794,7 @@ class Container:
         come before this container's own (the undo log runs newest first: children
         before their parents)."""
         from hostjob import fsutil
-        from hostjob.runtime.mounts import REMOVE
+        from hostjob.runtime.undo import REMOVE
 
         assert self.record is not None
         for other in Container.load_all(root=self.store.root):
@@ -797,7 +813,7 @@ class Container:
         or below it in any mount namespace rooted at the host's ``/`` (a bind-mode job
         of another state root: removing the directory would unmount it there)."""
         from hostjob import fsutil, mountinfo
-        from hostjob.runtime.mounts import REMOVE
+        from hostjob.runtime.undo import REMOVE
 
         kept = [e for e in entries if not self._used_by_others(e[1])]
         if not any(kind == REMOVE for kind, _path in kept):

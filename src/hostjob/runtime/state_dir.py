@@ -307,21 +307,49 @@ class StateStore:
     def read(self, container_id: str) -> Record | None:
         """The container's record; None when the directory exists without one
         (a create that died before writing it). ContainerNotFound when unknown."""
+        return self.read_held(container_id, hold=False)[0]
+
+    def read_held(self, container_id: str, *, hold: bool = True) -> tuple[Record | None, int]:
+        """``read``, and the record file's fd kept open (-1 if none or not ``hold``):
+        while it is open its inode number names this version of the record, for
+        ``unchanged`` (every write replaces the file; none changes it in place)."""
         path = os.path.join(self.dir(container_id), STATE_FILE)
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError as err:
             if self.exists(container_id):
-                return None
+                return None, -1
             raise ContainerNotFound(container_id) from err
         except PermissionError as err:
             raise PermissionDenied(f"cannot read {path}: hostjob needs root") from err
         try:
+            chunks = []
+            while chunk := os.read(fd, 65536):
+                chunks.append(chunk)
+        except BaseException:
+            os.close(fd)
+            raise
+        if not hold:
+            os.close(fd)
+            fd = -1
+        data = b"".join(chunks)
+        try:
             record: Record = Record.decode(jsonio.loads(data))
         except (ValueError, ConfigError) as err:  # atomic writes: tampering or disk damage
+            if fd >= 0:
+                os.close(fd)
             raise StateCorrupt(container_id, str(err)) from err
-        return record
+        return record, fd
+
+    def unchanged(self, container_id: str, held: int) -> bool:
+        """Whether the record file is still the one open as ``held`` (``read_held``)."""
+        try:
+            current = os.stat(
+                os.path.join(self.dir(container_id), STATE_FILE), follow_symlinks=False
+            ).st_ino
+            return current == os.fstat(held).st_ino
+        except OSError:
+            return False
 
     def write(self, record: Record) -> None:
         path = os.path.join(self.dir(record.id), STATE_FILE)
