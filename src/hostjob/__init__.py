@@ -14,8 +14,8 @@ runtime command's start-up path; everything listed in ``__all__`` is public and
 pinned by ``tests/unit/test_public_api.py``.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: bin/hostjob imports this module before
+# hostjob.codepack serves ``__future__`` (see there); nothing here needs it.
 __version__ = "0.1.0"
 
 TYPE_CHECKING = False

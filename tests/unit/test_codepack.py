@@ -50,8 +50,9 @@ def install(top: Path, installed: list[codepack.PackFinder]) -> codepack.PackFin
 
 
 def test_modules_come_from_the_pack(package: Path, finders: list[codepack.PackFinder]) -> None:
-    assert codepack.build(str(package)) == 4
+    assert codepack.build(str(package)) == 5  # and __future__, which every module imports
     finder = install(package, finders)
+    assert finder.index["__future__"][1].endswith("/__future__.py")
     import packpkg.plain  # type: ignore[import-not-found]
 
     assert packpkg.plain.VALUE == 42
@@ -117,7 +118,8 @@ def test_a_closed_or_reused_fd_is_reopened(
 
 
 def test_the_installed_command_imports_from_its_pack() -> None:
-    """scripts/install made the pack of the installed hostjob, and bin/hostjob uses it."""
+    """scripts/install made the pack of the installed hostjob, and bin/hostjob uses it,
+    for hostjob's modules and for __future__ (imported after the pack, not before)."""
     venv = REPO / ".venv"
     site = sorted((venv / "lib").glob("python3*/site-packages"))
     if not site or not (site[-1] / "hostjob").is_dir():
@@ -128,10 +130,12 @@ def test_the_installed_command_imports_from_its_pack() -> None:
         import os, sys
         sys.path.insert(0, {str(site[-1])!r})
         from hostjob import codepack
+        early = "__future__" in sys.modules
         finder = codepack.install(os.path.dirname(codepack.__file__))
         import hostjob.cli.main, hostjob.runtime.container
         print(hostjob.cli.main.__spec__.loader is finder,
-              hostjob.runtime.container.__spec__.loader is finder)
+              hostjob.runtime.container.__spec__.loader is finder,
+              not early and sys.modules["__future__"].__spec__.loader is finder)
         """
     )
     result = subprocess.run(
@@ -141,4 +145,4 @@ def test_the_installed_command_imports_from_its_pack() -> None:
         timeout=60,
         env={k: v for k, v in os.environ.items() if k != "HOSTJOB_NO_CODEPACK"},
     )
-    assert result.stdout.split() == ["True", "True"], result.stderr
+    assert result.stdout.split() == ["True", "True", "True"], result.stderr
