@@ -124,6 +124,11 @@ def collect_pids(path: str, out: set[int]) -> None:
         data = _fs.read_path(path + "/cgroup.threads")
     out.update(_fs.parse_pids(data))
     try:
+        # cgroupfs (kernfs) counts a directory's sub-directories in its link count, as
+        # ext4 and tmpfs do: 2 means no sub-cgroup, and spares listing some 30 control
+        # files (every delete asks each hierarchy). 1 (btrfs: not counted) lists.
+        if os.stat(path, follow_symlinks=False).st_nlink == 2:
+            return
         it = os.scandir(path)
     except (FileNotFoundError, NotADirectoryError):
         return
