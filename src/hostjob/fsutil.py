@@ -158,9 +158,10 @@ def make_dirs(
     return fd
 
 
-def unmount(path: str, flags: int) -> bool:
+def unmount(path: str, flags: int, keep: int = -1) -> bool:
     """umount2 of the mount at ``path`` (absolute, canonical) if one is there; False
-    when ``path`` is no mount point (or is gone).
+    when ``path`` is no mount point (or is gone), or when the mount there is the one
+    whose mount id is ``keep`` (someone else's, which hostjob mounted on top of).
 
     Its parent directory is reached without following any symlink, the last component
     is never followed (``UMOUNT_NOFOLLOW``), and whether it is a mount point is asked
@@ -180,7 +181,7 @@ def unmount(path: str, flags: int) -> bool:
         except FileNotFoundError:
             return False
         try:
-            if mount_id(target) == mount_id(fd):
+            if mount_id(target) in (mount_id(fd), keep):
                 return False
         finally:
             os.close(target)

@@ -207,3 +207,67 @@ def test_readonly_rootfs_with_mount_point_and_volume(hj: Hostjob, bundle, tmp_pa
     assert "Read-only file system" in err and "/missing" in err, err
     assert mounts_under(str(mp)) == [] and not mp.exists()
     assert not (b / "rootfs" / "data").is_symlink()
+
+
+def _client_mount(path: Path, source: Path | None = None) -> None:
+    """A mount made by the client, as containerd and podman mount a rootfs before create."""
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "client", str(path)], check=True)
+    if source is not None:
+        subprocess.run(["cp", "-a", f"{source}/.", str(path)], check=True)
+
+
+def test_readonly_rootfs_leaves_the_clients_rootfs_mount(hj: Hostjob, bundle) -> None:
+    """The read-only bind of a rootfs onto itself comes off at delete, and only it: the
+    client's own mount of the rootfs (containerd's overlay) stays, writable."""
+    config = base_config("sh", "-c", "touch $CONTAINER_SANDBOX_MOUNT_POINT/x || echo readonly")
+    config["root"]["readonly"] = True
+    b = bundle(config)
+    files = b.parent / "files"
+    (b / "rootfs").rename(files)
+    rootfs = b / "rootfs"
+    _client_mount(rootfs, files)
+    try:
+        assert hj("run", "-b", str(b), new_id()).stdout == "readonly\n"
+        assert mounts_under(str(rootfs)) == [str(rootfs)]  # the client's, and no more
+        (rootfs / "still-writable").touch()
+    finally:
+        subprocess.run(["umount", "-l", str(rootfs)], check=False)
+
+
+def test_an_undo_before_the_mount_leaves_the_clients_mount(tmp_path: Path) -> None:
+    """A crash between recording the bind and making it: the undo entry names the mount
+    that was there, so delete --force unmounts nothing (before: the client's mount)."""
+    from hostjob import fsutil
+    from hostjob.runtime.undo import UNMOUNT, undo
+
+    rootfs = tmp_path / "rootfs"
+    _client_mount(rootfs)
+    try:
+        fd = os.open(rootfs, os.O_PATH)
+        below = fsutil.mount_id(fd)
+        os.close(fd)
+        undo([[UNMOUNT, str(rootfs), str(below)]])
+        assert mounts_under(str(rootfs)) == [str(rootfs)]
+        # with the bind made, exactly it comes off
+        subprocess.run(["mount", "--bind", str(rootfs), str(rootfs)], check=True)
+        assert mounts_under(str(rootfs)) == [str(rootfs)] * 2
+        undo([[UNMOUNT, str(rootfs), str(below)]])
+        assert mounts_under(str(rootfs)) == [str(rootfs)]
+    finally:
+        subprocess.run(["umount", "-l", str(rootfs)], check=False)
+
+
+def test_a_mount_point_that_is_a_mount_stays(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    """An empty directory someone mounted a filesystem on, given as the mount point: the
+    rootfs is bound on top of it, and delete takes off only that bind."""
+    point = tmp_path / "point"
+    _client_mount(point)
+    try:
+        config = base_config("true")
+        config["windows"] = {"jobContainer": {"rootfsMountPoint": str(point)}}
+        hj("run", "-b", str(bundle(config)), new_id())
+        assert mounts_under(str(point)) == [str(point)]
+        assert os.listdir(point) == []
+    finally:
+        subprocess.run(["umount", "-l", str(point)], check=False)

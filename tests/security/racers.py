@@ -213,8 +213,10 @@ def path_based_make_cwd(path: str, uid: int, gid: int, mount_point: str) -> None
 
 
 def path_based_undo(entries: list[list[str]]) -> None:
-    """``hostjob.runtime.undo.undo`` as it was: every step by path."""
-    for kind, path in reversed(entries):
+    """``hostjob.runtime.undo.undo`` as it was: every step by path (an unmount's third
+    element, the mount it was made on, is what hostjob now checks; this never did)."""
+    for entry in reversed(entries):
+        kind, path = entry[0], entry[1]
         try:
             if kind == "unmount":
                 _umount2(path, 2)  # MNT_DETACH, following symlinks as before

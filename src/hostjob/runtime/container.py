@@ -478,10 +478,10 @@ class Container:
             os.mkfifo(path, 0o600)
         return paths
 
-    def _record_change(self, kind: str, path: str) -> None:
+    def _record_change(self, kind: str, path: str, *extra: str) -> None:
         """Persist an undo entry before the change it undoes is made."""
         assert self.record is not None
-        self.record.undo.append([kind, path])
+        self.record.undo.append([kind, path, *extra])
         self.store.write(self.record)
 
     # --- start ----------------------------------------------------------------------------
@@ -800,7 +800,8 @@ class Container:
         for other in Container.load_all(root=self.store.root):
             if other.id == self.id or other.record is None:
                 continue
-            for kind, path in other.record.undo:
+            for entry in other.record.undo:
+                kind, path = entry[0], entry[1]
                 if kind != REMOVE:
                     continue
                 shared = any(fsutil.under(target, path) for target in targets)
@@ -816,14 +817,10 @@ class Container:
         from hostjob.runtime.undo import REMOVE
 
         kept = [e for e in entries if not self._used_by_others(e[1])]
-        if not any(kind == REMOVE for kind, _path in kept):
+        if not any(e[0] == REMOVE for e in kept):
             return kept
         points = mountinfo.points_of_host_rooted_namespaces()
-        return [
-            [kind, path]
-            for kind, path in kept
-            if kind != REMOVE or not any(fsutil.under(p, path) for p in points)
-        ]
+        return [e for e in kept if e[0] != REMOVE or not any(fsutil.under(p, e[1]) for p in points)]
 
     def _used_by_others(self, path: str) -> bool:
         """Whether another bind-mode container will remove ``path`` or something below
@@ -836,7 +833,7 @@ class Container:
                 continue
             if other.record.config.mount_mode != "bind":
                 continue
-            if any(fsutil.under(entry, path) for _kind, entry in other.record.undo):
+            if any(fsutil.under(entry[1], path) for entry in other.record.undo):
                 return True
         return False
 

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 # which a RootfsProvider records with too.
 
 
-def prepare_host(job: JobConfig, record: Callable[[str, str], None]) -> None:
+def prepare_host(job: JobConfig, record: Callable[..., None]) -> None:
     """Set up the sandbox mount point and volume links for a host-mode container."""
     if not os.path.isdir(job.rootfs):
         raise MountError(f"rootfs {job.rootfs} is not a directory")
@@ -74,8 +74,11 @@ def prepare_host(job: JobConfig, record: Callable[[str, str], None]) -> None:
         from hostjob import linux
 
         if not job.bind_rootfs:
-            # Read-only needs a mount; the rootfs itself is the mount point here.
-            record(UNMOUNT, fsutil.canonical(job.rootfs))
+            # Read-only needs a mount; the rootfs itself is the mount point here. It
+            # may be a mount already (containerd's and podman's rootfs are): delete
+            # takes off what is above that one, never it.
+            rootfs = fsutil.canonical(job.rootfs)
+            record(UNMOUNT, rootfs, str(_mount_id_at(rootfs, "rootfs")))
             linux.mount(job.rootfs, job.rootfs, None, linux.MS_BIND | linux.MS_REC)
         point = job.mount_point
         _remount_path(_canonical(point, f"mount point {point}"), point, linux.MS_RDONLY)
@@ -99,7 +102,19 @@ def _remount(fd: int, flags: int) -> None:
     linux.mount(None, f"/proc/self/fd/{fd}", None, linux.MS_BIND | linux.MS_REMOUNT | flags)
 
 
-def _bind_rootfs(job: JobConfig, record: Callable[[str, str], None]) -> None:
+def _mount_id_at(path: str, what: str) -> int:
+    """The id of the mount ``path`` (canonical) lies on, reached without symlinks."""
+    try:
+        fd = fsutil.walk_path(path)
+    except OSError as err:
+        raise _walk_error(what, path, err) from err
+    try:
+        return fsutil.mount_id(fd)
+    finally:
+        os.close(fd)
+
+
+def _bind_rootfs(job: JobConfig, record: Callable[..., None]) -> None:
     """Bind the rootfs at the mount point asked for (host mode).
 
     An image's rootfs (``hostjob run IMAGE``, hostjob's own overlay) is bound
@@ -127,7 +142,8 @@ def _bind_rootfs(job: JobConfig, record: Callable[[str, str], None]) -> None:
         try:
             if st is not None and os.listdir(fd):
                 raise MountError(f"mount point {asked} is not empty")
-            record(UNMOUNT, target)
+            # The mount point may be someone's mount: delete leaves it there.
+            record(UNMOUNT, target, str(fsutil.mount_id(fd)))
             try:
                 linux.mount(job.rootfs, f"/proc/self/fd/{fd}", None, linux.MS_BIND | linux.MS_REC)
             except OSError as err:

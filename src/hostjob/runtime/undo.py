@@ -26,10 +26,16 @@ RESTORE_DIR = "restore-dir"
 
 
 def undo(entries: list[list[str]]) -> None:
-    """Reverse what ``prepare_host``/``prepare_bind`` recorded, newest first."""
-    for kind, path in reversed(entries):
+    """Reverse what ``prepare_host``/``prepare_bind`` recorded, newest first.
+
+    An ``UNMOUNT`` entry may name, third, the mount id of what was at its path before
+    hostjob mounted there (a client's rootfs mount, bound onto itself to be made
+    read-only): the mounts above it come off, never it (nor, after a crash before the
+    mount, anything)."""
+    for entry in reversed(entries):
+        kind, path = entry[0], entry[1]
         if kind == UNMOUNT:
-            _unmount_all(path)
+            _unmount_all(path, int(entry[2]) if len(entry) > 2 and entry[2].isdigit() else -1)
         elif kind == REMOVE_TREE:
             fsutil.remove_tree(path)
         elif kind == RESTORE_DIR:
@@ -42,12 +48,12 @@ def undo(entries: list[list[str]]) -> None:
 _MAX_STACKED = 16
 
 
-def _unmount_all(target: str) -> None:
+def _unmount_all(target: str, keep: int = -1) -> None:
     from hostjob import linux
 
     for _ in range(_MAX_STACKED):
         try:
-            if not fsutil.unmount(target, linux.MNT_DETACH):
+            if not fsutil.unmount(target, linux.MNT_DETACH, keep):
                 return
         except OSError as err:
             if err.errno in (errno.ELOOP, errno.ENOTDIR):
