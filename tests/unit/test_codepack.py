@@ -50,8 +50,14 @@ def install(top: Path, installed: list[codepack.PackFinder]) -> codepack.PackFin
 
 
 def test_modules_come_from_the_pack(package: Path, finders: list[codepack.PackFinder]) -> None:
-    assert codepack.build(str(package)) == 5  # and __future__, which every module imports
+    count = codepack.build(str(package))
     finder = install(package, finders)
+    # and __future__, which every module imports, and where _json & co. lie
+    assert set(finder.index) - {"packpkg", "packpkg.plain", "packpkg.sub", "packpkg.sub.leaf"} <= {
+        "__future__",
+        *codepack.STDLIB_EXTENSIONS,
+    }
+    assert len(finder.index) == count
     assert finder.index["__future__"][1].endswith("/__future__.py")
     import packpkg.plain  # type: ignore[import-not-found]
 
@@ -119,7 +125,8 @@ def test_a_closed_or_reused_fd_is_reopened(
 
 def test_the_installed_command_imports_from_its_pack() -> None:
     """scripts/install made the pack of the installed hostjob, and bin/hostjob uses it,
-    for hostjob's modules and for __future__ (imported after the pack, not before)."""
+    for hostjob's modules, for __future__ (imported after the pack, not before) and to
+    find _json."""
     venv = REPO / ".venv"
     site = sorted((venv / "lib").glob("python3*/site-packages"))
     if not site or not (site[-1] / "hostjob").is_dir():
@@ -133,9 +140,11 @@ def test_the_installed_command_imports_from_its_pack() -> None:
         early = "__future__" in sys.modules
         finder = codepack.install(os.path.dirname(codepack.__file__))
         import hostjob.cli.main, hostjob.runtime.container
+        import _json
         print(hostjob.cli.main.__spec__.loader is finder,
               hostjob.runtime.container.__spec__.loader is finder,
-              not early and sys.modules["__future__"].__spec__.loader is finder)
+              not early and sys.modules["__future__"].__spec__.loader is finder,
+              _json.__spec__.origin == finder.index["_json"][1])
         """
     )
     result = subprocess.run(
@@ -145,4 +154,21 @@ def test_the_installed_command_imports_from_its_pack() -> None:
         timeout=60,
         env={k: v for k, v in os.environ.items() if k != "HOSTJOB_NO_CODEPACK"},
     )
-    assert result.stdout.split() == ["True", "True", "True"], result.stderr
+    assert result.stdout.split() == ["True", "True", "True", "True"], result.stderr
+
+
+def test_a_changed_extension_is_found_the_ordinary_way(
+    package: Path, finders: list[codepack.PackFinder]
+) -> None:
+    """An extension module's entry is only where it lies: another file there (an upgrade
+    of Python) is found by the ordinary finders."""
+    codepack.build(str(package))
+    finder = install(package, finders)
+    name = next(iter(n for n in codepack.STDLIB_EXTENSIONS if n in finder.index), None)
+    if name is None:
+        pytest.skip("this Python has the extensions built in")
+    kind, origin, mtime, size, offset, length = finder.index[name]
+    spec = finder.find_spec(name)
+    assert spec is not None and spec.origin == origin and spec.loader is not finder
+    finder.index[name] = (kind, origin, mtime, size + 1, offset, length)
+    assert finder.find_spec(name) is None
