@@ -131,19 +131,26 @@ def test_exit_status_and_signals(hj: Hostjob, image: str, store: str, tmp_path: 
 
 def test_kept_container_until_delete(hj: Hostjob, image: str, store: str) -> None:
     cid = new_id()
-    result = hj(
-        "run",
-        "-q",
-        "--store",
-        store,
-        "--name",
-        cid,
-        image,
-        "sh",
-        "-c",
-        "echo data > /tmp/x; echo written > $CONTAINER_SANDBOX_MOUNT_POINT/etc/new",
-    )
-    assert result.returncode == 0, result.stderr
+    host_file = f"/tmp/{cid}-written-on-the-host"
+    try:
+        result = hj(
+            "run",
+            "-q",
+            "--store",
+            store,
+            "--name",
+            cid,
+            image,
+            "sh",
+            "-c",
+            f"echo data > {host_file}; echo written > $CONTAINER_SANDBOX_MOUNT_POINT/etc/new",
+        )
+        assert result.returncode == 0, result.stderr
+        with open(host_file) as f:  # host mode: its /tmp is the host's
+            assert f.read() == "data\n"
+    finally:
+        if os.path.exists(host_file):
+            os.unlink(host_file)
     state = hj.state(cid)
     assert state["status"] == "stopped"
     # The image's labels are data (shown by `inspect`), never annotations (SPEC §2, §10).
