@@ -40,6 +40,7 @@ import errno
 import fcntl
 import os
 import stat
+import time
 
 from hostjob.errors import MountError
 
@@ -241,45 +242,55 @@ class AtomicFile:
     ``path`` and renames it over ``path`` when the block ends; an exception in the
     block removes the temp file and leaves ``path`` as it was. ``mode`` is the
     file's exact mode (the umask does not apply). Outside a ``with`` block:
-    ``open()``, then ``commit()`` or ``discard()``.
+    ``open()`` (a file object) or ``open_fd()`` (the bare fd), then ``commit()`` or
+    ``discard()``.
     """
 
-    __slots__ = ("durable", "file", "mode", "path", "tmp")
+    __slots__ = ("durable", "fd", "file", "mode", "path", "tmp")
 
     def __init__(self, path: str, *, mode: int = 0o644, durable: bool = False) -> None:
         self.path = path
         self.mode = mode
         self.durable = durable
         self.tmp = ""
+        self.fd = -1
         self.file: BinaryIO | None = None
 
-    def open(self) -> BinaryIO:
+    def open_fd(self) -> int:
         folder, name = os.path.split(self.path)
-        fd, self.tmp = temp_file(folder or ".", f".{name}.tmp-")
-        self.file = open(fd, "wb")  # noqa: SIM115 -- closed by commit() or discard()
+        self.fd, self.tmp = temp_file(folder or ".", f".{name}.tmp-")
+        return self.fd
+
+    def open(self) -> BinaryIO:
+        self.file = open(self.open_fd(), "wb")  # noqa: SIM115 -- closed by commit() or discard()
         return self.file
 
     def commit(self) -> None:
-        f = self.file
-        assert f is not None, "AtomicFile.commit() before open()"
+        assert self.fd >= 0, "AtomicFile.commit() before open()"
         try:
-            f.flush()
-            os.fchmod(f.fileno(), self.mode)
+            if self.file is not None:
+                self.file.flush()
+            os.fchmod(self.fd, self.mode)
             if self.durable:
-                os.fsync(f.fileno())
-            f.close()
+                os.fsync(self.fd)
+            self._close()
             os.rename(self.tmp, self.path)
         except BaseException:
             self.discard()
             raise
-        self.file = None
         if self.durable:
             fsync_dir(os.path.dirname(self.path))
 
-    def discard(self) -> None:
+    def _close(self) -> None:
         if self.file is not None:
-            self.file.close()
+            self.file.close()  # and its fd
             self.file = None
+        elif self.fd >= 0:
+            os.close(self.fd)
+        self.fd = -1
+
+    def discard(self) -> None:
+        self._close()
         if self.tmp:
             try:
                 os.unlink(self.tmp)
@@ -297,31 +308,19 @@ class AtomicFile:
 
 
 def write_atomic(path: str, data: bytes, *, mode: int = 0o644, durable: bool = False) -> None:
-    """Replace ``path`` by ``data``, whole or not at all (see ``AtomicFile``; the same
-    steps on the bare fd, without a file object: every record write of a runtime
-    command takes this way)."""
-    folder, name = os.path.split(path)
-    fd, tmp = temp_file(folder or ".", f".{name}.tmp-")
+    """Replace ``path`` by ``data``, whole or not at all (see ``AtomicFile``), written
+    on the bare fd: every record write of a runtime command takes this way, and a
+    file object would cost it more than the write."""
+    atomic = AtomicFile(path, mode=mode, durable=durable)
+    fd = atomic.open_fd()
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fchmod(fd, mode)
-        if durable:
-            os.fsync(fd)
-        os.close(fd)
-        fd = -1
-        os.rename(tmp, path)
     except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        atomic.discard()
         raise
-    if durable:
-        fsync_dir(folder)
+    atomic.commit()
 
 
 # --- locks -------------------------------------------------------------------------------
@@ -348,14 +347,25 @@ class FileLock:
         self.release()
 
 
-def lock_fd(fd: int, *, shared: bool = False, wait: bool = True) -> FileLock:
+def lock_fd(
+    fd: int, *, shared: bool = False, wait: bool = True, timeout: float | None = None
+) -> FileLock:
     """Lock the open file or directory ``fd`` (which the lock then owns and closes).
-    ``wait=False``: raise ``BlockingIOError`` at once when someone else holds it."""
+    ``wait=False``: raise ``BlockingIOError`` at once when someone else holds it;
+    ``timeout``: after waiting that many seconds."""
     how = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-    if not wait:
+    if not wait or timeout is not None:
         how |= fcntl.LOCK_NB
+    deadline = 0.0 if timeout is None else time.monotonic() + timeout
     try:
-        fcntl.flock(fd, how)
+        while True:
+            try:
+                fcntl.flock(fd, how)
+                break
+            except BlockingIOError:
+                if timeout is None or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.001)
     except BaseException:
         os.close(fd)
         raise

@@ -279,7 +279,7 @@ def test_a_stuck_reader_does_not_stall_the_writer(
     monkeypatch.setattr(crilog, "_LOCK_WAIT", 0.05)
     log = RotatingLog(log_dir, max_size=1024, max_files=3)
     write_lines(log, [b"first"])
-    with crilog._DirLock(log_dir, exclusive=False):
+    with crilog._dir_lock(log_dir, exclusive=False):
         log.rotate()
     write_lines(log, [b"second"])
     log.close()

@@ -47,7 +47,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.job import DaemonConfig, JobConfig, ProcessConfig
+    from hostjob.job import DaemonConfig, Hook, JobConfig, ProcessConfig
     from hostjob.runtime.execute import ExecOptions
     from hostjob.runtime.init import Child
     from hostjob.runtime.mounts import RootfsProvider
@@ -491,8 +491,6 @@ class Container:
         with self.store.lock(self.id):
             self.reload()
             status.require_start(self.id, self.status)
-            record = self.record
-            assert record is not None
             poststart = self.config.hooks_for("poststart")
             # poststart hooks run once the program runs, so then wait for its exec.
             self._release(wait_for_exec=bool(poststart))
@@ -501,16 +499,8 @@ class Container:
                 os.unlink(self.store.fifo(self.id))
             except FileNotFoundError:
                 pass
-        if not poststart:
-            return
-        from hostjob.runtime import hooks
-
-        try:
-            hooks.run_hooks("poststart", poststart, self._hook_state(Status.RUNNING, record.pid))
-        except HookError:
-            # runc: a failed poststart hook takes the container down with it.
-            self.kill(sig.SIGKILL, all_processes=True)
-            raise
+        if poststart:
+            self._run_poststart(poststart)
 
     def start_child(self, child: Child) -> None:
         """``start`` by the process that created the container with a release pipe
@@ -518,15 +508,17 @@ class Container:
         poststart = self.config.hooks_for("poststart")
         child.release()
         faults.point("start:after-release")
-        if not poststart:
-            return
+        if poststart:
+            child.wait_exec()  # poststart hooks run once the program runs
+            self._run_poststart(poststart)
+
+    def _run_poststart(self, poststart: list[Hook]) -> None:
         from hostjob.runtime import hooks
 
-        child.wait_exec()
-        assert self.record is not None
         try:
             hooks.run_hooks("poststart", poststart, self._hook_state(Status.RUNNING, self.pid))
         except HookError:
+            # runc: a failed poststart hook takes the container down with it.
             self.kill(sig.SIGKILL, all_processes=True)
             raise
 

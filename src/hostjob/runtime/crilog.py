@@ -21,20 +21,23 @@ Readers (``hostjob logs``) take the files oldest first; ``--tail`` reads backwar
 the end, ``--since`` skips what is older, ``-f`` keeps reading the current file and
 notices a rotation by its inode. A rotation is several renames: it holds an exclusive
 ``flock`` on the directory, and a reader opens the set of files under a shared one, so
-it never sees a rotation half done (``_DirLock``).
+it never sees a rotation half done (``_dir_lock``).
 """
 
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import stat
 import time
 
+from hostjob import fsutil
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+
+    from hostjob.fsutil import FileLock
 
 LOG_NAME = "container.log"
 MAX_LINE = 16 * 1024  # containerd's max_container_log_line_size
@@ -196,7 +199,7 @@ class RotatingLog:
         self.fd = -1
         d = self.dir_fd
         last = self.max_files - 1
-        with _DirLock(d, exclusive=True):
+        with _dir_lock(d, exclusive=True):
             try:
                 os.unlink(rotated_name(last), dir_fd=d)
             except FileNotFoundError:
@@ -219,34 +222,17 @@ class RotatingLog:
 # --- reading --------------------------------------------------------------------------------
 
 
-class _DirLock:
+def _dir_lock(dir_fd: int, *, exclusive: bool) -> FileLock:
     """A ``flock`` on a private open of the log directory (its own open file description,
     so a writer and a reader in one process exclude each other too). Both sides hold it
     for microseconds; neither waits for ever: a writer stopped mid-rotation must not hang
     ``logs``, and a stopped reader must not stall the container's output (its pipe would
-    fill), so after ``_LOCK_WAIT`` the work goes on unlocked."""
-
-    __slots__ = ("fd",)
-
-    def __init__(self, dir_fd: int, *, exclusive: bool) -> None:
-        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
-        operation = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
-        deadline = time.monotonic() + _LOCK_WAIT
-        while True:
-            try:
-                fcntl.flock(fd, operation)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.001)
-        self.fd = fd
-
-    def __enter__(self) -> _DirLock:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        os.close(self.fd)  # releases the lock
+    fill), so after ``_LOCK_WAIT`` the work goes on unlocked (a lock of no fd)."""
+    fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        return fsutil.lock_fd(fd, shared=not exclusive, timeout=_LOCK_WAIT)
+    except BlockingIOError:
+        return fsutil.FileLock(-1)  # lock_fd closed the fd
 
 
 _LOCK_WAIT = 0.5
@@ -261,6 +247,18 @@ def log_files(dir_fd: int) -> list[str]:
         elif name.startswith(LOG_NAME + ".") and name[len(LOG_NAME) + 1 :].isdigit():
             indexes.append(int(name[len(LOG_NAME) + 1 :]))
     return [rotated_name(i) for i in sorted(indexes, reverse=True)]
+
+
+def _open_files(dir_fd: int) -> list[tuple[int, str]]:
+    """Every file of the log, opened, oldest first, with its name: one consistent set
+    (no rotation half done, ``_dir_lock``)."""
+    files = []
+    with _dir_lock(dir_fd, exclusive=False):
+        for name in log_files(dir_fd):
+            fd = open_log(dir_fd, name)
+            if fd is not None:
+                files.append((fd, name))
+    return files
 
 
 def open_log(dir_fd: int, name: str) -> int | None:
@@ -472,12 +470,7 @@ class LogReader:
         """The log as it is now, per ``--tail`` and ``--since``; afterwards ``current``
         and ``offset`` say where it ended."""
         query = self.query
-        files = []
-        with _DirLock(self.dir_fd, exclusive=False):
-            for name in log_files(self.dir_fd):
-                fd = open_log(self.dir_fd, name)
-                if fd is not None:
-                    files.append((fd, name))
+        files = _open_files(self.dir_fd)
         if files and files[-1][1] == LOG_NAME:
             self.current = files[-1][0]
             self.offset = os.fstat(self.current).st_size
@@ -567,14 +560,9 @@ class LogReader:
         rotated in between (several rotations between two looks), oldest first. If
         ``done`` is gone already, every rotated file is newer (what rotated away unread
         is lost, as the log's size limit says)."""
-        with _DirLock(self.dir_fd, exclusive=False):  # one consistent set of files
-            current = _open_current(self.dir_fd)
-            fds = []
-            for name in log_files(self.dir_fd):
-                if name != LOG_NAME:
-                    fd = open_log(self.dir_fd, name)
-                    if fd is not None:
-                        fds.append(fd)
+        files = _open_files(self.dir_fd)
+        current = files.pop()[0] if files and files[-1][1] == LOG_NAME else -1
+        fds = [fd for fd, _name in files]
         self.current, self.offset = current, 0
         try:
             inodes = [os.fstat(fd).st_ino for fd in fds]
@@ -607,11 +595,6 @@ class LogReader:
             os.close(self.current)
             self.current = -1
         self._set_done(-1)
-
-
-def _open_current(dir_fd: int) -> int:
-    fd = open_log(dir_fd, LOG_NAME)
-    return fd if fd is not None else -1
 
 
 def _current_inode(dir_fd: int) -> int:

@@ -60,7 +60,6 @@ class ChildSetup:
         "listen_fds",
         "plan",
         "release_by_pipe",
-        "release_fd",
         "start_hooks",
         "stdio",
     )
@@ -69,11 +68,10 @@ class ChildSetup:
         self.plan = plan
         self.entry = entry
         self.fifo: str | None = None  # create: block here until start
-        # Or a pipe whose write end the creating process (``run``) holds as the start
-        # (``Child.release``): no fifo, no record to read. Its EOF without a byte ends
-        # the process. ``spawn`` makes it; ``release_fd`` is the child's read end.
+        # Or a pipe ``spawn`` makes, whose write end the creating process (``run``)
+        # holds as the start (``Child.release``): no fifo, no record to read. Its EOF
+        # without a byte ends the process.
         self.release_by_pipe = False
-        self.release_fd = -1
         self.console: str | int | None = None  # --console-socket path, or a socket fd (run -t)
         self.extra_fds = 0  # fds 3.. passed through (LISTEN_FDS + --preserve-fds)
         self.listen_fds = 0  # of which the first N are socket-activation fds
@@ -95,7 +93,7 @@ class Child:
     def __init__(self, pid: int, report_fd: int, release_fd: int = -1) -> None:
         self.pid = pid
         self.report_fd = report_fd
-        self.release_fd = release_fd  # the write end of ChildSetup.release_fd's pipe
+        self.release_fd = release_fd  # the write end of the release pipe, if any
 
     def release(self) -> None:
         """Let the process exec its program (a child created with a release pipe)."""
@@ -131,15 +129,13 @@ def spawn(setup: ChildSetup, after_fork: Callable[[int], None] | None = None) ->
     ``after_fork(pid)`` runs meanwhile in the parent (the runtime records the pid while
     the child sets itself up, on the other CPU); if it raises, the child is killed."""
     report_r, report_w = os.pipe()
-    release_w = -1
-    if setup.release_by_pipe:
-        setup.release_fd, release_w = os.pipe()
+    release_r, release_w = os.pipe() if setup.release_by_pipe else (-1, -1)
     pid, in_unified = _fork(setup.entry.unified)
     if pid == 0:  # the child: never returns
         os.close(report_r)
         code = 1
         try:
-            _child_main(setup, report_w, in_unified)
+            _child_main(setup, report_w, release_r, in_unified)
         except HostjobError as err:
             _report(report_w, ERROR + str(err).encode())
         except OSError as err:
@@ -149,8 +145,8 @@ def spawn(setup: ChildSetup, after_fork: Callable[[int], None] | None = None) ->
         finally:
             os._exit(code)
     os.close(report_w)
-    if setup.release_fd >= 0:
-        os.close(setup.release_fd)
+    if release_r >= 0:
+        os.close(release_r)
     if after_fork is not None:
         try:
             after_fork(pid)
@@ -245,12 +241,12 @@ def _report(fd: int, message: bytes) -> None:
 # --- the child ------------------------------------------------------------------------------
 
 
-def _child_main(setup: ChildSetup, report_fd: int, in_unified: bool) -> None:
+def _child_main(setup: ChildSetup, report_fd: int, release_fd: int, in_unified: bool) -> None:
     # The job first: every later step, and every process the program starts, is in it.
     setup.entry.join(unified=not in_unified)
 
     plan = setup.plan
-    keep = {0, 1, 2, report_fd, setup.release_fd, *range(3, 3 + setup.extra_fds)}
+    keep = {0, 1, 2, report_fd, release_fd, *range(3, 3 + setup.extra_fds)}
     if isinstance(setup.console, int):
         keep.add(setup.console)
     _close_fds_except(keep)
@@ -335,7 +331,7 @@ def _child_main(setup: ChildSetup, report_fd: int, in_unified: bool) -> None:
     os.write(report_fd, READY)
     if fifo_fd >= 0:
         _wait_for_start(fifo_fd)
-    elif setup.release_fd >= 0 and not os.read(setup.release_fd, 1):
+    elif release_fd >= 0 and not os.read(release_fd, 1):
         raise StartError("the runtime went away before it started the container")
     if setup.start_hooks:
         from hostjob.runtime.hooks import run_hooks

@@ -373,41 +373,35 @@ class StateStore:
         itself is fd-relative and never crosses into a mount (``fsutil.remove_tree``):
         what a container wrote into its rootfs cannot redirect it."""
         path = self.dir(container_id)
-        if not os.path.lexists(path) or _remove_flat(path):
+        if not os.path.lexists(path):
             return
-        _unmount_under(path)
         from hostjob import fsutil
 
+        if not _has_directory(path):
+            # The common case needs no look at mountinfo: no mount point below.
+            try:
+                fsutil.remove_tree(path)
+                return
+            except OSError:
+                pass  # a mount on one of its files after all: the careful way
+        _unmount_under(path)
         fsutil.remove_tree(path)
 
 
-def _remove_flat(path: str) -> bool:
-    """The common case without a look at mountinfo: a directory of files only (the
-    record, FIFOs, the lock) is emptied fd-relative and removed. False, having removed
-    nothing that matters, when it holds a directory (an image container's rootfs, a
-    mount point) or is not one: the careful way then takes over."""
+def _has_directory(path: str) -> bool:
+    """Whether the directory ``path`` holds a directory (an image container's rootfs, a
+    mount point); True when it cannot be read."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
-        return False
+        return True
     try:
         with os.scandir(fd) as entries:
-            names = []
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    return False
-                names.append(entry.name)
-        for name in names:
-            os.unlink(name, dir_fd=fd)
+            return any(entry.is_dir(follow_symlinks=False) for entry in entries)
     except OSError:
-        return False
+        return True
     finally:
         os.close(fd)
-    try:
-        os.rmdir(path)
-    except OSError:
-        return False  # something appeared meanwhile, or a mount: the careful way
-    return True
 
 
 def _unmount_under(path: str) -> None:
