@@ -286,6 +286,23 @@ def test_capabilities_applied(hj: Hostjob, bundle) -> None:
         assert int(status[key], 16) == mask, (key, status[key])
 
 
+def test_ambient_capabilities_without_inheritable_are_skipped(hj: Hostjob, bundle) -> None:
+    """`runc spec`'s own config asks for ambient capabilities that are not inheritable, which
+    the kernel refuses to raise: runc and crun run it with an empty ambient set, so do we."""
+    config = base_config("sh", "-c", "grep -E '^Cap(Eff|Amb)' /proc/self/status")
+    caps = ["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"]
+    config["process"]["capabilities"] = {
+        "bounding": caps,
+        "effective": caps,
+        "permitted": caps,
+        "inheritable": ["CAP_KILL"],
+        "ambient": caps,
+    }
+    status = dict(line.split(":\t") for line in run_output(hj, bundle, config).splitlines())
+    assert int(status["CapEff"], 16) == (1 << 29) | (1 << 5) | (1 << 10)
+    assert int(status["CapAmb"], 16) == 1 << 5  # only the inheritable one
+
+
 def test_capabilities_for_non_root_user(hj: Hostjob, bundle) -> None:
     config = base_config("sh", "-c", "id -u; grep -E '^CapEff' /proc/self/status")
     config["process"]["user"] = {"uid": 1000, "gid": 1000}

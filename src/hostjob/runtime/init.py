@@ -500,6 +500,10 @@ def _switch_identity(plan: LaunchPlan) -> None:
             f" inheritable {inheritable:#x})"
         )
         linux.capset(effective, permitted, inheritable)
+        # The kernel raises an ambient capability only if it is permitted and inheritable.
+        # runc and crun skip the others (`runc spec` itself asks for ambient capabilities
+        # without inheritable ones), so a config they run runs here too.
+        ambient &= permitted & inheritable
         step = "raise ambient capability {}"
         for cap in range(_last_cap() + 1):
             if ambient & (1 << cap):
