@@ -141,6 +141,19 @@ def install(package_dir: str) -> "PackFinder | None":
     return finder
 
 
+def start(site_packages: str) -> None:
+    """bin/hostjob's start, once it has loaded this module from its file (so neither
+    site-packages nor the package is searched for it): site-packages on ``sys.path``,
+    then the pack of the hostjob package there first on ``sys.meta_path``.
+
+    Under ``python -S`` (scripts/install starts the command so: site.py is ~1.5 ms)
+    site-packages takes the place of the script's directory, which would otherwise be
+    searched first for every import; with site.py it is there already."""
+    if sys.flags.no_site:
+        sys.path[0] = site_packages
+    install(f"{site_packages}/hostjob")
+
+
 def build(package_dir: str) -> int:
     """Write the pack of every module under ``package_dir`` (the installed package)
     from its ``.pyc`` where that is current, else compiled from the source; the

@@ -172,3 +172,21 @@ def test_a_changed_extension_is_found_the_ordinary_way(
     assert spec is not None and spec.origin == origin and spec.loader is not finder
     finder.index[name] = (kind, origin, mtime, size + 1, offset, length)
     assert finder.find_spec(name) is None
+
+
+def test_the_installed_command_runs_through_a_symlink(tmp_path: Path) -> None:
+    """docs/operators.md links the command to a stable path (/usr/local/bin/hostjob): it
+    finds its site-packages and pack from where the link leads (sys.path[0], symlinks
+    resolved), not from the link's directory (it failed with No module named 'hostjob')."""
+    venv = REPO / ".venv"
+    link = tmp_path / "hostjob"
+    link.symlink_to(venv / "bin" / "hostjob")
+    result = subprocess.run(
+        [str(link), "--root", str(tmp_path / "state"), "delete", "--force", "missing"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    version = subprocess.run([str(link), "--version"], capture_output=True, text=True, timeout=60)
+    assert version.stdout.startswith("hostjob version "), version.stderr

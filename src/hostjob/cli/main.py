@@ -16,6 +16,8 @@ from hostjob.errors import HostjobError, PermissionDenied
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import NoReturn
+
     from hostjob.cli.args import Args
 
 SPEC_VERSION = "1.2.0"
@@ -263,6 +265,19 @@ def _origin(err: BaseException) -> str:
     if cut >= 0:
         path = path[cut + 1 :]
     return f"{path}:{tb.tb_lineno} in {code.co_name}"
+
+
+def command() -> NoReturn:
+    """The ``hostjob`` command (bin/hostjob): ``main``, its output flushed, then out
+    without the interpreter's shutdown, which would cost milliseconds a command and
+    has nothing of a runtime command to clean up."""
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # the reader of our output left early, as `| head` does
+        code = code or 141
+    os._exit(code)
 
 
 def entry_point() -> None:
