@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -156,6 +157,39 @@ def test_volumes_become_links(hj: Hostjob, bundle, tmp_path: Path) -> None:
     assert not link.exists() and not (b / "rootfs" / "var").exists()  # what hostjob made is gone
     result = hj("run", "-b", str(b), new_id())
     assert result.stdout == "from the host\n", result.stderr
+
+
+def test_volumes_planned_together_and_undone(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    """Every link is planned and recorded before any is made (one write of the record):
+    two links under one missing directory, one in place of an empty directory of the
+    image; delete takes back exactly that -- the directory made, the one replaced."""
+    data = tmp_path / "data"
+    data.mkdir()
+    config = base_config("true")
+    config["mounts"] = [
+        {"destination": "/etc/extra/hosts", "type": "bind", "source": "/etc/hosts"},
+        {"destination": "/etc/extra/hostname", "type": "bind", "source": "/etc/hostname"},
+        {"destination": "/srv/data", "type": "bind", "source": str(data)},
+    ]
+    b = bundle(config)
+    rootfs = b / "rootfs"
+    (rootfs / "srv" / "data").mkdir(parents=True)  # the image's own, empty
+    cid = new_id()
+    hj.ok("create", "-b", str(b), cid)
+    for dest, source in (("etc/extra/hosts", "/etc/hosts"), ("srv/data", str(data))):
+        assert os.readlink(rootfs / dest) == source
+    undo = json.loads((hj.root / cid / "state.json").read_text())["undo"]
+    real = os.path.realpath(rootfs)
+    assert [e[:2] for e in undo] == [
+        ["remove", f"{real}/etc/extra"],
+        ["remove", f"{real}/etc/extra/hosts"],
+        ["remove", f"{real}/etc/extra/hostname"],
+        ["restore-dir", f"{real}/srv/data"],
+        ["remove", f"{real}/srv/data"],
+    ]
+    hj.ok("delete", "--force", cid)
+    assert not (rootfs / "etc" / "extra").exists()
+    assert (rootfs / "srv" / "data").is_dir() and not (rootfs / "srv" / "data").is_symlink()
 
 
 def test_volume_over_image_file_refused(hj: Hostjob, bundle, tmp_path: Path) -> None:

@@ -45,12 +45,12 @@ PINNED = {
     "state": COMMON | {"hostjob.cli.commands.state", "hostjob.spec.state"},
     "list": COMMON | {"hostjob.cli.commands.list", "hostjob.spec.state"},
     "kill": COMMON | {"hostjob.cli.commands.kill"},
-    "delete": COMMON
-    | {"hostjob.cli.commands.delete", "hostjob.cgroups._manager"}
-    | {"hostjob.cgroups._fs", MANAGER, "hostjob.fsutil"},
+    # an ended job's cgroup goes by rmdir (cgroups.remove_if_empty), without a manager
+    "delete": COMMON | {"hostjob.cli.commands.delete", "hostjob.cgroups._fs", "hostjob.fsutil"},
 }
-# Loaded only when the killed init has not quite left its cgroup yet (cgroup.kill).
-OPTIONAL = {"delete": {"hostjob.cgroups._core2"}}
+# Loaded only when the killed init has not quite left its cgroup yet: the manager
+# kills and removes what is left (cgroup.kill on cgroup2).
+OPTIONAL = {"delete": {"hostjob.cgroups._manager", MANAGER, "hostjob.cgroups._core2"}}
 
 
 def modules_of(root: Path, argv: list[str], tmp_path: Path) -> tuple[int, set[str]]:

@@ -16,6 +16,7 @@ from hostjob.cli.commands import create
 from hostjob.cli.main import GLOBAL, Context
 from hostjob.errors import ConfigError, DelegateError
 from hostjob.runtime import delegate
+from hostjob.runtime.bundle import read_config
 from hostjob.runtime.container import Container
 from hostjob.runtime.state_dir import StateStore
 from tests.helpers import base_config
@@ -90,16 +91,16 @@ def test_which_bundles_are_handed_over(
     tmp_path: Path, annotations: dict[str, object] | None, wanted: bool
 ) -> None:
     bundle = bundle_with(tmp_path, **({} if annotations is None else {"annotations": annotations}))
-    assert delegate.wanted(str(bundle)) is wanted
+    assert delegate.wanted(read_config(str(bundle))) is wanted
 
 
-def test_a_bundle_that_cannot_be_read_is_the_job_containers_to_report(tmp_path: Path) -> None:
-    assert delegate.wanted(str(tmp_path)) is False  # no config.json: create says so
-    (tmp_path / "config.json").write_text("{")
-    assert delegate.wanted(str(tmp_path)) is False
-    (tmp_path / "config.json").write_text('{"annotations": {"io.hostjob.job-container": "x"}}')
+def test_a_config_that_is_no_object_is_the_job_containers_to_report(tmp_path: Path) -> None:
+    assert delegate.wanted(["not", "an", "object"]) is False  # create says what is wrong
+    assert delegate.wanted({"annotations": "none"}) is False
     with pytest.raises(ConfigError, match="true or false"):
-        delegate.wanted(str(tmp_path))
+        delegate.wanted({"annotations": {"io.hostjob.job-container": "x"}})
+    with pytest.raises(ConfigError, match="config\\.json not found"):
+        read_config(str(tmp_path))  # before wanted: one read for both
 
 
 def test_the_bundle_stays_unless_namespaces_point_at_the_host(tmp_path: Path) -> None:

@@ -316,6 +316,61 @@ def frozen(path: str, mounts: Mounts | None = None) -> bool:
     return False
 
 
+def remove_if_empty(path: str, mounts: Mounts, top: str) -> bool:
+    """Remove the job's cgroup ``path`` in every hierarchy, then its ancestors up to
+    ``top`` where they are empty (``remove_empty_ancestors``); True once none of the
+    job's directories is left. What ``delete`` does once the job has ended, with one
+    rmdir a hierarchy and without a manager and the modules it loads (as ``frozen``).
+
+    The kernel refuses to remove a cgroup that holds a process or a sub-cgroup
+    (EBUSY): then False, the job's directories that are left stay as they are, and
+    the manager's ``terminate``/``destroy`` end and remove the rest."""
+    from hostjob.cgroups import _fs  # its rmdir, as the managers' (a fake tree's too)
+
+    path = _clean(path, "cgroup path")
+    mountpoints = [h.mountpoint.rstrip("/") for h in mounts.hierarchies]
+    if mounts.version == 2:
+        mountpoints = []  # as open_manager: cgroup2 alone, named v1 hierarchies aside
+    if mounts.unified is not None:
+        mountpoints.append(mounts.unified.mountpoint.rstrip("/"))
+    dirs = [mountpoint + path for mountpoint in mountpoints]
+    left = False
+    for d in dirs:
+        try:
+            _fs.rmdir(d)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            left = True
+    if left:
+        return False
+    remove_empty_ancestors(dirs, path, top)
+    return True
+
+
+def remove_empty_ancestors(dirs: list[str], path: str, top: str) -> None:
+    """rmdir the ancestors of the job's cgroup ``path`` (``dirs``: its directory in each
+    hierarchy) up to and including ``top`` (the runtime's shared parent, /hostjob) where
+    they are now empty, so that no empty cgroup is left behind; one that another
+    container still uses stays (EBUSY). Nothing for a path outside ``top``."""
+    from hostjob.cgroups import _fs
+
+    if not path.startswith(top.rstrip("/") + "/"):
+        return
+    parents = []
+    parent = os.path.dirname(path)
+    while len(parent) >= len(top):
+        parents.append(parent)
+        parent = os.path.dirname(parent)
+    for d in dirs:
+        mountpoint = d[: len(d) - len(path)]
+        for ancestor in parents:
+            try:
+                _fs.rmdir(mountpoint + ancestor)
+            except OSError:
+                break
+
+
 def _read_optional(path: str) -> bytes | None:
     """A small cgroupfs file; None if it (or its cgroup) does not exist."""
     try:

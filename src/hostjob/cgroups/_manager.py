@@ -396,25 +396,6 @@ class Manager:
             delay = min(delay * 2, 0.1)
         self.close()
 
-    def remove_empty_parents(self, top: str) -> None:
-        """rmdir this cgroup's ancestors up to and including ``top`` (the runtime's
-        shared parent, /hostjob) where they are now empty, so that no empty cgroup is
-        left behind; one that another container still uses stays (EBUSY)."""
-        if not self.path.startswith(top.rstrip("/") + "/"):
-            return
-        parents = []
-        parent = os.path.dirname(self.path)
-        while len(parent) >= len(top):
-            parents.append(parent)
-            parent = os.path.dirname(parent)
-        for d in self._dirs:
-            mount = d.path[: len(d.path) - len(self.path)]
-            for ancestor in parents:
-                try:
-                    _fs.rmdir(mount + ancestor)
-                except OSError:
-                    break
-
     def wait_oom(self, timeout: float) -> int | None:
         """OOM kills since the previous call (the first call counts from now).
 

@@ -25,11 +25,10 @@ from hostjob.units import rfc3339
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from hostjob.images.gc import Collector
     from hostjob.images.resolve import ResolvedImage
     from hostjob.job import JobConfig
+    from hostjob.runtime.mounts import Record
 
 
 class ContainerRootfs:
@@ -122,16 +121,16 @@ class ImageRootfs:
         self.image = image
         self.volatile = volatile  # no syncs to the upper dir: it dies with the container
 
-    def prepare(
-        self, container_id: str, job: JobConfig, record: Callable[[str, str], None]
-    ) -> None:
+    def prepare(self, container_id: str, job: JobConfig, record: Record) -> None:
         """Mount the image at ``job.rootfs``, each change recorded for undo first."""
         from hostjob.runtime.undo import REMOVE, REMOVE_TREE, UNMOUNT
 
         upper_dir = rw_dir(self.gc, container_id)
-        record(REMOVE_TREE, upper_dir)
-        record(REMOVE, fsutil.canonical(self.gc.ref_path(container_id)))
-        record(UNMOUNT, fsutil.canonical(job.rootfs))
+        record(
+            [REMOVE_TREE, upper_dir],
+            [REMOVE, fsutil.canonical(self.gc.ref_path(container_id))],
+            [UNMOUNT, fsutil.canonical(job.rootfs)],
+        )
         self.mount(container_id, job.rootfs, rw=upper_dir)
 
     def mount(

@@ -41,20 +41,24 @@ def read_json(path: str, what: str) -> object:
         raise ConfigError(f"{what} is not valid JSON: {err}") from err
 
 
-def load_spec(bundle: str) -> wire.Spec:
-    """The bundle's decoded ``config.json``."""
+def read_config(bundle: str) -> object:
+    """The bundle's ``config.json`` as JSON, not decoded yet."""
+    return read_json(os.path.join(bundle, "config.json"), "config.json")
+
+
+def load_spec(bundle: str, document: object = None) -> wire.Spec:
+    """The bundle's decoded ``config.json`` (``document``: as ``read_config`` read it)."""
     from hostjob.spec import runtime as wire
 
-    spec: wire.Spec = wire.Spec.decode(
-        read_json(os.path.join(bundle, "config.json"), "config.json")
-    )
+    spec: wire.Spec = wire.Spec.decode(read_config(bundle) if document is None else document)
     return spec
 
 
-def load_bundle(bundle: str, container_id: str) -> JobConfig:
-    """The job container the bundle at ``bundle`` describes."""
+def load_bundle(bundle: str, container_id: str, document: object = None) -> JobConfig:
+    """The job container the bundle at ``bundle`` describes (``document``: its
+    ``config.json`` as ``read_config`` read it, not read again)."""
     bundle = os.path.abspath(bundle)
-    spec = load_spec(bundle)
+    spec = load_spec(bundle, document)
     return config.to_job_config(spec, bundle, container_id, probe_host(spec, bundle))
 
 

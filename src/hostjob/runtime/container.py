@@ -292,8 +292,10 @@ class Container:
         *,
         root: str = DEFAULT_ROOT,
         options: CreateOptions | None = None,
+        document: object = None,
     ) -> Container:
         """Create the container: its process is set up, in its job, waiting for ``start``.
+        ``document``: the bundle's config.json as ``bundle.read_config`` read it already.
 
         The calling process is the container process's parent until it exits (the
         CLI exits at once, so a subreaper such as containerd's shim adopts it).
@@ -301,7 +303,7 @@ class Container:
         from hostjob.runtime.bundle import load_bundle
 
         validate_id(container_id)
-        job = load_bundle(bundle, container_id)
+        job = load_bundle(bundle, container_id, document)
         container, child = cls.create_from_config(container_id, job, root=root, options=options)
         child.close()
         return container
@@ -468,7 +470,7 @@ class Container:
         from hostjob.runtime.undo import REMOVE_TREE
 
         log_dir = daemon.log_dir
-        self._record_change(REMOVE_TREE, fsutil.canonical(log_dir))
+        self._record_change([REMOVE_TREE, fsutil.canonical(log_dir)])
         fsutil.ensure_dir(os.path.dirname(log_dir), 0o700)
         if os.path.lexists(log_dir):  # a leftover of an earlier container of this name
             fsutil.remove_tree(log_dir)
@@ -478,10 +480,10 @@ class Container:
             os.mkfifo(path, 0o600)
         return paths
 
-    def _record_change(self, kind: str, path: str, *extra: str) -> None:
-        """Persist an undo entry before the change it undoes is made."""
+    def _record_change(self, *entries: list[str]) -> None:
+        """Persist undo entries, in one write, before the changes they undo are made."""
         assert self.record is not None
-        self.record.undo.append([kind, path, *extra])
+        self.record.undo += entries
         self.store.write(self.record)
 
     # --- start ----------------------------------------------------------------------------
@@ -747,12 +749,15 @@ class Container:
             _kill_watcher(record.watcher)  # first: it would restart what is killed next
         if record.pid:
             proc.signal_process(record.pid, record.start_time, sig.SIGKILL)
+        faults.point("delete:after-kill")
         if self.owns_cgroup():
-            manager = self.cgroup()
-            if grace > 0:
-                manager.terminate(grace)  # the job outlived its init: TERM, then KILL
-            faults.point("delete:after-kill")
-            _remove_job_cgroup(job.cgroups_path, manager)
+            path, mounts = job.cgroups_path, self._cgroup_mounts()
+            # Mostly the job has ended: one rmdir a hierarchy, no manager to load.
+            if mounts is None or not cgroups.remove_if_empty(path, mounts, _cgroup_top(path)):
+                manager = self.cgroup()
+                if grace > 0:
+                    manager.terminate(grace)  # the job outlived its init: TERM, then KILL
+                _remove_job_cgroup(path, manager)
         faults.point("delete:after-cgroup")
         entries = record.undo
         # A bind-mode container may share paths it made or adopted with others: which of
@@ -789,6 +794,7 @@ class Container:
         from hostjob.runtime.undo import REMOVE
 
         assert self.record is not None
+        adopted: list[list[str]] = []
         for other in Container.load_all(root=self.store.root):
             if other.id == self.id or other.record is None:
                 continue
@@ -797,8 +803,10 @@ class Container:
                 if kind != REMOVE:
                     continue
                 shared = any(fsutil.under(target, path) for target in targets)
-                if shared and [kind, path] not in self.record.undo:
-                    self._record_change(kind, path)
+                if shared and [kind, path] not in self.record.undo + adopted:
+                    adopted.append([kind, path])
+        if adopted:
+            self._record_change(*adopted)
 
     def _not_shared(self, entries: list[list[str]]) -> list[list[str]]:
         """The undo entries of a bind-mode container that it alone needs: not a path
@@ -885,15 +893,19 @@ class Container:
 
 def _remove_job_cgroup(path: str, manager: cgroups.Manager | None = None) -> None:
     """Kill what is left in the job's cgroup ``path``, remove it, then the parents
-    hostjob made for it once they are empty: up to ``/hostjob``, or for a
-    ``--systemd-cgroup`` path mapped onto cgroupfs up to its top slice (without
-    systemd, those slices exist because hostjob made them)."""
+    hostjob made for it once they are empty (up to ``_cgroup_top``)."""
     manager = manager or cgroups.open_manager(path)
     manager.destroy()
-    top = cgroups.CGROUP_PARENT
+    cgroups.remove_empty_ancestors(manager.dirs(), path, _cgroup_top(path))
+
+
+def _cgroup_top(path: str) -> str:
+    """The highest cgroup hostjob may remove above a job's: ``/hostjob``, or for a
+    ``--systemd-cgroup`` path mapped onto cgroupfs its top slice (without systemd, those
+    slices exist because hostjob made them)."""
     if path.endswith(".scope"):
-        top = "/" + path.strip("/").split("/")[0]
-    manager.remove_empty_parents(top)
+        return "/" + path.strip("/").split("/")[0]
+    return cgroups.CGROUP_PARENT
 
 
 def _refuse_existing_cgroup(path: str, manager: cgroups.Manager) -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 
 from hostjob import config, faults
-from hostjob.errors import ConfigError, DelegateError
+from hostjob.errors import DelegateError
 from hostjob.runtime.state_dir import DELEGATE_DIR, StateStore, validate_id
 
 TYPE_CHECKING = False
@@ -76,16 +76,10 @@ def runtime_path() -> str:
     )
 
 
-def wanted(bundle: str) -> bool:
-    """Whether the bundle's config.json is of a container that is not a job container.
-    A config.json that cannot be read is left to the job container's create, which
-    says what is wrong with it."""
-    from hostjob.runtime.bundle import read_json
-
-    try:
-        spec = read_json(os.path.join(bundle, "config.json"), "config.json")
-    except ConfigError:
-        return False
+def wanted(spec: object) -> bool:
+    """Whether a bundle's config.json (as ``bundle.read_config`` read it) is of a
+    container that is not a job container. One that is not even a JSON object is left
+    to the job container's create, which says what is wrong with it."""
     annotations = spec.get("annotations") if type(spec) is dict else None
     if type(annotations) is not dict:
         return False

@@ -42,24 +42,28 @@ if TYPE_CHECKING:
 
     from hostjob.job import JobConfig
 
+    class Record(Protocol):
+        """Persists undo entries (``[kind, path, *extra]``), all in one write, before
+        the changes they undo are made (``Container._record_change``)."""
+
+        def __call__(self, *entries: list[str]) -> None: ...
+
     class RootfsProvider(Protocol):
         """Makes a container's rootfs that the runtime does not own (``hostjob run
         IMAGE``'s overlay: ``hostjob.images.rootfs.ImageRootfs``), given as
         ``CreateOptions.rootfs``. ``prepare`` runs in ``create`` before the mount mode
-        is set up, and makes ``job.rootfs``; it calls ``record(kind, path)`` with one
-        of the undo kinds below before each change it makes, so ``delete`` undoes it
+        is set up, and makes ``job.rootfs``; it calls ``record([kind, path])`` with
+        the undo kinds below before the changes it makes, so ``delete`` undoes them
         like any other step, without the provider's code (also after a crash)."""
 
-        def prepare(
-            self, container_id: str, job: JobConfig, record: Callable[[str, str], None]
-        ) -> None: ...
+        def prepare(self, container_id: str, job: JobConfig, record: Record) -> None: ...
 
 
 # Every change below is recorded first, with the undo log's kinds (hostjob.runtime.undo),
 # which a RootfsProvider records with too.
 
 
-def prepare_host(job: JobConfig, record: Callable[..., None]) -> None:
+def prepare_host(job: JobConfig, record: Record) -> None:
     """Set up the sandbox mount point and volume links for a host-mode container."""
     if not os.path.isdir(job.rootfs):
         raise MountError(f"rootfs {job.rootfs} is not a directory")
@@ -68,8 +72,19 @@ def prepare_host(job: JobConfig, record: Callable[..., None]) -> None:
     # The links go into the rootfs itself, not through a bound mount point: that one may
     # be made read-only below, and delete removes them before it unmounts the point
     # (the undo log runs newest first), when a read-only mount would refuse (EROFS).
+    # Every link is planned first and all of their undo entries go in one write (the
+    # record is rewritten whole: one write instead of one per link and directory).
+    links: list[_Link] = []
+    entries: list[list[str]] = []
     for volume in job.volumes:
-        _link_volume(job.rootfs, volume.source, volume.destination, record)
+        link = _plan_link(job.rootfs, volume.source, volume.destination)
+        if link is not None:
+            links.append(link)
+            entries += [entry for entry in link.undo if entry not in entries]
+    if entries:
+        record(*entries)
+    for link in links:
+        link.make()
     if job.readonly:
         from hostjob import linux
 
@@ -78,7 +93,7 @@ def prepare_host(job: JobConfig, record: Callable[..., None]) -> None:
             # may be a mount already (containerd's and podman's rootfs are): delete
             # takes off what is above that one, never it.
             rootfs = fsutil.canonical(job.rootfs)
-            record(UNMOUNT, rootfs, str(_mount_id_at(rootfs, "rootfs")))
+            record([UNMOUNT, rootfs, str(_mount_id_at(rootfs, "rootfs"))])
             linux.mount(job.rootfs, job.rootfs, None, linux.MS_BIND | linux.MS_REC)
         point = job.mount_point
         _remount_path(_canonical(point, f"mount point {point}"), point, linux.MS_RDONLY)
@@ -114,7 +129,7 @@ def _mount_id_at(path: str, what: str) -> int:
         os.close(fd)
 
 
-def _bind_rootfs(job: JobConfig, record: Callable[..., None]) -> None:
+def _bind_rootfs(job: JobConfig, record: Record) -> None:
     """Bind the rootfs at the mount point asked for (host mode).
 
     An image's rootfs (``hostjob run IMAGE``, hostjob's own overlay) is bound
@@ -134,7 +149,7 @@ def _bind_rootfs(job: JobConfig, record: Callable[..., None]) -> None:
         except FileNotFoundError:
             st = None
         if st is None:
-            record(REMOVE, target)
+            record([REMOVE, target])
             os.mkdir(name, 0o755, dir_fd=parent_fd)
         elif not stat.S_ISDIR(st.st_mode):
             raise MountError(f"mount point {asked} exists and is not a directory")
@@ -143,7 +158,7 @@ def _bind_rootfs(job: JobConfig, record: Callable[..., None]) -> None:
             if st is not None and os.listdir(fd):
                 raise MountError(f"mount point {asked} is not empty")
             # The mount point may be someone's mount: delete leaves it there.
-            record(UNMOUNT, target, str(fsutil.mount_id(fd)))
+            record([UNMOUNT, target, str(fsutil.mount_id(fd))])
             try:
                 linux.mount(job.rootfs, f"/proc/self/fd/{fd}", None, linux.MS_BIND | linux.MS_REC)
             except OSError as err:
@@ -170,7 +185,7 @@ def _remount_path(target: str, asked: str, flags: int) -> None:
         os.close(fd)
 
 
-def _make_parent(path: str, what: str, record: Callable[[str, str], None]) -> tuple[int, str]:
+def _make_parent(path: str, what: str, record: Record) -> tuple[int, str]:
     """mkdir -p the parent of ``path`` (canonical), fd-relative from ``/``, recording
     each directory before it is made; returns the parent's fd and the last name."""
     names = fsutil.parts(path)
@@ -179,7 +194,7 @@ def _make_parent(path: str, what: str, record: Callable[[str, str], None]) -> tu
     parents = names[:-1]
 
     def made(i: int) -> None:
-        record(REMOVE, "/" + "/".join(parents[: i + 1]))
+        record([REMOVE, "/" + "/".join(parents[: i + 1])])
 
     root = fsutil.open_anchor("/")
     try:
@@ -213,9 +228,42 @@ def _walk_error(what: str, path: str, err: OSError) -> MountError:
     return MountError(f"{what}: {path}: {err.strerror}")
 
 
-def _link_volume(
-    rootfs: str, source: str, destination: str, record: Callable[[str, str], None]
-) -> None:
+class _Link:
+    """A volume link ``prepare_host`` planned: ``undo`` is recorded, then ``make()``."""
+
+    __slots__ = ("name", "parents", "replaces_dir", "source", "undo", "what")
+
+    def __init__(self, what: str, source: str, parents: list[str], name: str) -> None:
+        self.what = what
+        self.source = source
+        self.parents = parents  # the link's directory, from /, as fsutil.parts gives it
+        self.name = name
+        self.replaces_dir = False  # an empty directory of the image is there
+        self.undo: list[list[str]] = []
+
+    def make(self) -> None:
+        """The missing directories, then the link (fd-relative from ``/``)."""
+        root = fsutil.open_anchor("/")
+        try:
+            parent_fd = fsutil.make_dirs(root, self.parents, 0o755)
+        except OSError as err:
+            raise _walk_error(self.what, "/" + "/".join(self.parents), err) from err
+        finally:
+            os.close(root)
+        try:
+            if self.replaces_dir:
+                os.rmdir(self.name, dir_fd=parent_fd)
+            os.symlink(self.source, self.name, dir_fd=parent_fd)
+        except OSError as err:
+            link = "/" + "/".join([*self.parents, self.name])
+            raise MountError(f"{self.what}: cannot link {link}: {err.strerror}") from err
+        finally:
+            os.close(parent_fd)
+
+
+def _plan_link(rootfs: str, source: str, destination: str) -> _Link | None:
+    """What linking ``destination`` in the rootfs to ``source`` takes, checked (None:
+    the link is there already); nothing is changed yet."""
     what = f"volume {destination}"
     real_root = os.path.realpath(rootfs)
     link = os.path.join(rootfs, destination.lstrip("/"))
@@ -232,7 +280,15 @@ def _link_volume(
         )
     name = os.path.basename(link)
     target = os.path.join(parent, name)
-    parent_fd, _ = _make_parent(target, what, record)
+    parents = fsutil.parts(parent)
+    plan = _Link(what, source, parents, name)
+    parent_fd, missing = _walk_existing(parents, what)
+    # Each directory that is missing is made, recorded first (removed at delete).
+    for i in range(len(parents) - missing, len(parents)):
+        plan.undo.append([REMOVE, "/" + "/".join(parents[: i + 1])])
+    if parent_fd is None:
+        plan.undo.append([REMOVE, target])
+        return plan
     try:
         try:
             st: os.stat_result | None = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
@@ -240,20 +296,35 @@ def _link_volume(
             st = None
         if st is not None and stat.S_ISLNK(st.st_mode):
             if os.readlink(name, dir_fd=parent_fd) == source:
-                return
+                return None
             raise MountError(f"{what}: {link} is already a link elsewhere")
         if st is not None:
             if not stat.S_ISDIR(st.st_mode) or _has_entries(parent_fd, name, what):
                 raise MountError(f"{what}: {link} already exists in the rootfs")
-            record(RESTORE_DIR, target)
-            os.rmdir(name, dir_fd=parent_fd)
-        record(REMOVE, target)
-        try:
-            os.symlink(source, name, dir_fd=parent_fd)
-        except OSError as err:
-            raise MountError(f"{what}: cannot link {link}: {err.strerror}") from err
+            plan.undo.append([RESTORE_DIR, target])
+            plan.replaces_dir = True
+        plan.undo.append([REMOVE, target])
+        return plan
     finally:
         os.close(parent_fd)
+
+
+def _walk_existing(names: list[str], what: str) -> tuple[int | None, int]:
+    """Walk ``names`` from ``/`` without following a symlink as far as they exist: the
+    fd of the last one (None if one is missing) and how many are missing."""
+    fd = fsutil.open_anchor("/")
+    for i, name in enumerate(names):
+        try:
+            child = os.open(name, fsutil.DIR_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            os.close(fd)
+            return None, len(names) - i
+        except OSError as err:
+            os.close(fd)
+            raise _walk_error(what, "/" + "/".join(names[: i + 1]), err) from err
+        os.close(fd)
+        fd = child
+    return fd, 0
 
 
 def _has_entries(parent_fd: int, name: str, what: str) -> bool:
@@ -264,9 +335,7 @@ def _has_entries(parent_fd: int, name: str, what: str) -> bool:
         os.close(fd)
 
 
-def prepare_bind(
-    job: JobConfig, record: Callable[[str, str], None], adopt: Callable[[list[str]], None]
-) -> None:
+def prepare_bind(job: JobConfig, record: Record, adopt: Callable[[list[str]], None]) -> None:
     """Before the fork: make sure every bind-mode mount target exists on the host.
 
     A missing target is made empty where that is harmless (a file or directory under
@@ -304,7 +373,7 @@ def prepare_bind(
                 continue
             except FileNotFoundError:
                 pass
-            record(REMOVE, target)
+            record([REMOVE, target])
             if os.path.isdir(source):
                 os.mkdir(name, 0o755, dir_fd=parent_fd)
             else:

@@ -29,9 +29,12 @@ COMMAND = Command(
 
 
 def run(args: Args, ctx: Context) -> int:
-    from hostjob.runtime import delegate
+    from hostjob.runtime import bundle, delegate
+    from hostjob.runtime.state_dir import validate_id
 
-    if delegate.wanted(args.bundle):  # not a job container: a real OCI runtime's
+    validate_id(args.container_id)  # a bad ID is the first thing said, as ever
+    document = bundle.read_config(args.bundle)  # read once, for both
+    if delegate.wanted(document):  # not a job container: a real OCI runtime's
         return delegate.create(
             ctx.root, args.container_id, args.bundle, ctx.delegate_flags(), runtime_flags(args)
         )
@@ -45,6 +48,7 @@ def run(args: Args, ctx: Context) -> int:
             preserve_fds=args.preserve_fds,
             systemd_cgroup=ctx.systemd_cgroup,
         ),
+        document=document,
     )
     return 0
 
