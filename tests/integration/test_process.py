@@ -3,6 +3,7 @@ limits and privileges."""
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import stat
@@ -163,6 +164,30 @@ def test_bad_programs_fail_create(
     assert message in error
     assert not (hj.root / cid).exists()
     no_leaks(cid)
+
+
+def test_a_failed_create_leaves_no_pid_file(hj: Hostjob, bundle, tmp_path: Path, no_leaks) -> None:
+    """The pid file is written while the child sets itself up (off create's critical
+    path); a set-up that then fails takes it back, as if it had never been written."""
+    cid = new_id()
+    pid_file = tmp_path / "init.pid"
+    error = hj.fail(
+        "create",
+        "-b",
+        str(bundle(base_config("no-such-program"))),
+        "--pid-file",
+        str(pid_file),
+        cid,
+    )
+    assert "executable file not found" in error
+    assert not pid_file.exists()
+    no_leaks(cid)
+    cid = new_id()
+    hj.ok(
+        "create", "-b", str(bundle(base_config("sleep", "300"))), "--pid-file", str(pid_file), cid
+    )
+    assert int(pid_file.read_text()) == json.loads(hj.ok("state", cid))["pid"]
+    hj.ok("delete", "--force", cid)
 
 
 def test_numeric_user_and_groups(hj: Hostjob, bundle) -> None:

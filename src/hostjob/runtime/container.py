@@ -38,6 +38,7 @@ from hostjob.runtime.state_dir import (
     ExitStatus,
     Record,
     StateStore,
+    remove_pid_file,
     validate_id,
     write_pid_file,
 )
@@ -359,6 +360,7 @@ class Container:
         )
         container = cls(store, container_id, record)
         child = None
+        written: list[str] = []  # the pid file, once written
         try:
             # The record comes first: whatever happens below, delete --force can undo it.
             store.write(record)
@@ -400,6 +402,8 @@ class Container:
                 p for p in ("prestart", "createRuntime", "createContainer") if job.hooks_for(p)
             ]
 
+            pid_file = options.pid_file
+
             def recorded(pid: int) -> None:
                 # One write while the child sets itself up: with no hooks to run it
                 # is created once its set-up succeeds (a failure undoes the record).
@@ -408,6 +412,11 @@ class Container:
                 if not points:
                     record.phase = PHASE_CREATED
                 store.write(record)
+                # The pid file too (a client reads it once create has returned; a
+                # failed create removes it again).
+                if pid_file:
+                    write_pid_file(pid_file, pid)
+                    written.append(pid_file)
 
             child = init.spawn(setup, after_fork=recorded)
             faults.point("create:after-fork")
@@ -421,9 +430,9 @@ class Container:
             if points:
                 record.phase = PHASE_CREATED
                 store.write(record)
-            if options.pid_file:
-                write_pid_file(options.pid_file, child.pid)
         except BaseException:
+            for path in written:
+                remove_pid_file(path)
             if child is not None:
                 child.close()
             try:

@@ -435,3 +435,11 @@ def write_pid_file(path: str, pid: int) -> None:
     from hostjob import fsutil
 
     fsutil.write_atomic(os.path.abspath(path), str(pid).encode())
+
+
+def remove_pid_file(path: str) -> None:
+    """Take back the pid file of a create that failed after writing it."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
