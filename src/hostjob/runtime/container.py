@@ -22,6 +22,7 @@ from hostjob.errors import (
     HookError,
     HostjobError,
     InvalidState,
+    MountError,
     StateCorrupt,
 )
 from hostjob.runtime import proc, status
@@ -450,8 +451,6 @@ class Container:
         return container, child
 
     def _prepare_rootfs(self, options: CreateOptions) -> None:
-        from hostjob.runtime import mounts
-
         job = self.config
         if options.bundle_config is not None:
             from hostjob import fsutil, jsonio
@@ -463,14 +462,22 @@ class Container:
             fsutil.write_atomic(path, data.encode(), mode=0o600)
         if options.rootfs is not None:
             options.rootfs.prepare(self.id, job, self._record_change)
+        if not os.path.isdir(job.rootfs):
+            raise MountError(f"rootfs {job.rootfs} is not a directory")
         if job.mount_mode == "bind":
+            from hostjob.runtime import mounts
+
             # Paths bind-mode containers share (/hpc, /run/secrets/...) are made,
             # adopted and removed under the state root's lock: one container's delete
             # never removes what another is just adopting.
             with self.store.lock_shared_paths():
                 mounts.prepare_bind(job, self._record_change, self._adopt_shared_paths)
-        else:
+        elif job.bind_rootfs or job.volumes or job.readonly:
+            from hostjob.runtime import mounts
+
             mounts.prepare_host(job, self._record_change)
+        # else host mode with nothing to bind, link or make read-only (containerd's
+        # default config): the rootfs is used where it is, and mounts is not loaded.
 
     def _prepare_output(self, daemon: DaemonConfig) -> tuple[str, str]:
         """``run -d IMAGE``: the log directory (root's, 0700; removed at delete) and the

@@ -64,9 +64,8 @@ if TYPE_CHECKING:
 
 
 def prepare_host(job: JobConfig, record: Record) -> None:
-    """Set up the sandbox mount point and volume links for a host-mode container."""
-    if not os.path.isdir(job.rootfs):
-        raise MountError(f"rootfs {job.rootfs} is not a directory")
+    """Set up the sandbox mount point and volume links for a host-mode container (its
+    rootfs, a directory, the caller has checked)."""
     if job.bind_rootfs:
         _bind_rootfs(job, record)
     # The links go into the rootfs itself, not through a bound mount point: that one may
@@ -346,9 +345,7 @@ def prepare_bind(job: JobConfig, record: Record, adopt: Callable[[list[str]], No
 
     ``adopt`` is told, first, about every target (canonical): whatever another
     container created at or above one of them must be removed by whichever of them is
-    deleted last."""
-    if not os.path.isdir(job.rootfs):
-        raise MountError(f"rootfs {job.rootfs} is not a directory")
+    deleted last. The rootfs, a directory, the caller has checked."""
     targets = [
         (asked, _canonical(asked, f"mount target {asked}"), source)
         for asked, source in _bind_targets(job)
