@@ -25,9 +25,10 @@ It also holds the file helpers every part of hostjob shares:
   (``state.json``, pid files, the bundle config copy) -- it describes processes and
   mounts that a power cut ends anyway, runc does not fsync it either, and an fsync
   there would cost milliseconds on every command.
-* **Locks** (``lock_file``, ``lock_fd``, ``is_locked``): ``flock`` held on an open
-  file or directory as a context manager, released when its fd is closed (by the
-  kernel too, when the holder dies).
+* **Locks** (``lock_file``, ``lock_fd``, ``is_locked``, ``FileLock``): ``flock`` held on
+  an open file or directory as a context manager, released when its fd is closed (by
+  the kernel too, when the holder dies). They live in ``hostjob.flock``, re-exported
+  here: ``start`` only locks, and should not load the rest of this module.
 * **Directories** (``ensure_dir``): ``mkdir -p`` whose new directories get exactly
   the mode asked, whatever the umask.
 
@@ -37,12 +38,16 @@ Light on purpose (``os``, ``stat``, ``errno``, ``fcntl``): runtime commands use 
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import stat
-import time
 
 from hostjob.errors import MountError
+
+# Re-exported (see above).
+from hostjob.flock import FileLock as FileLock
+from hostjob.flock import is_locked as is_locked
+from hostjob.flock import lock_fd as lock_fd
+from hostjob.flock import lock_file as lock_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -321,76 +326,6 @@ def write_atomic(path: str, data: bytes, *, mode: int = 0o644, durable: bool = F
         atomic.discard()
         raise
     atomic.commit()
-
-
-# --- locks -------------------------------------------------------------------------------
-
-
-class FileLock:
-    """An ``flock`` held through an open fd; closing the fd (``release()``, the end of
-    a ``with`` block, or the holder's death) releases it."""
-
-    __slots__ = ("fd",)
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def release(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def __enter__(self) -> FileLock:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
-def lock_fd(
-    fd: int, *, shared: bool = False, wait: bool = True, timeout: float | None = None
-) -> FileLock:
-    """Lock the open file or directory ``fd`` (which the lock then owns and closes).
-    ``wait=False``: raise ``BlockingIOError`` at once when someone else holds it;
-    ``timeout``: after waiting that many seconds."""
-    how = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-    if not wait or timeout is not None:
-        how |= fcntl.LOCK_NB
-    deadline = 0.0 if timeout is None else time.monotonic() + timeout
-    try:
-        while True:
-            try:
-                fcntl.flock(fd, how)
-                break
-            except BlockingIOError:
-                if timeout is None or time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.001)
-    except BaseException:
-        os.close(fd)
-        raise
-    return FileLock(fd)
-
-
-def lock_file(path: str, *, shared: bool = False, wait: bool = True) -> FileLock:
-    """Lock the file ``path``, made (0600) if missing: ``with lock_file(p): ...``."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    return lock_fd(fd, shared=shared, wait=wait)
-
-
-def is_locked(path: str) -> bool:
-    """Whether someone holds an exclusive lock on ``path`` now (False when it is gone)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 # --- directories -------------------------------------------------------------------------

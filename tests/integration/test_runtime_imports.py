@@ -39,14 +39,15 @@ MANAGER = (
     else "hostjob.cgroups.v1"
 )
 PINNED = {
-    # start and delete lock the container's directory (fsutil); state, list and kill never do
-    "start": COMMON | {"hostjob.cli.commands.start", "hostjob.fsutil"},
+    # start and delete lock the container's directory (flock); state, list and kill never do
+    "start": COMMON | {"hostjob.cli.commands.start", "hostjob.flock"},
     # the cgroup hierarchies come from the container's record: no look at mountinfo
     "state": COMMON | {"hostjob.cli.commands.state", "hostjob.spec.state"},
     "list": COMMON | {"hostjob.cli.commands.list", "hostjob.spec.state"},
     "kill": COMMON | {"hostjob.cli.commands.kill"},
     # an ended job's cgroup goes by rmdir (cgroups.remove_if_empty), without a manager
-    "delete": COMMON | {"hostjob.cli.commands.delete", "hostjob.cgroups._fs", "hostjob.fsutil"},
+    "delete": COMMON
+    | {"hostjob.cli.commands.delete", "hostjob.cgroups._fs", "hostjob.flock", "hostjob.fsutil"},
 }
 # Loaded only when the killed init has not quite left its cgroup yet: the manager
 # kills and removes what is left (cgroup.kill on cgroup2).

@@ -6,7 +6,7 @@ count as much as those at the top (a lazy import is still a dependency):
 * no cycle between modules, whatever their package;
 * no module imports one of a higher layer, not even for a type annotation:
 
-    leaf helpers (errors, fsutil, jsonio, log, linux, mountinfo, units, faults, codepack)
+    leaf helpers (errors, flock, fsutil, jsonio, log, linux, mountinfo, units, faults, codepack)
       <- spec <- job <- config <- cgroups <- runtime <- images <- cli
 
 Imports under ``if TYPE_CHECKING:`` never run: they count for the layers (a lower
@@ -29,6 +29,7 @@ LAYERS = {
     "hostjob.codepack": 0,
     "hostjob.errors": 0,
     "hostjob.faults": 0,
+    "hostjob.flock": 0,
     "hostjob.fsutil": 0,
     "hostjob.jsonio": 0,
     "hostjob.linux": 0,

@@ -28,7 +28,7 @@ from hostjob.spec._decode import Model, boolean, integer, list_of, string, strin
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hostjob.fsutil import FileLock
+    from hostjob.flock import FileLock
     from hostjob.job import DaemonConfig, JobConfig
 
 DEFAULT_ROOT = "/run/hostjob"
@@ -246,9 +246,9 @@ class StateStore:
             raise ContainerNotFound(container_id) from err
         except PermissionError as err:
             raise PermissionDenied(f"cannot open {path}: hostjob needs root") from err
-        from hostjob import fsutil  # here: `state` and `list` never lock
+        from hostjob.flock import lock_fd  # here: `state` and `list` never lock
 
-        lock = fsutil.lock_fd(fd)
+        lock = lock_fd(fd)
         # The directory may have been deleted while we waited for the lock.
         if os.fstat(fd).st_nlink == 0:
             lock.release()
