@@ -27,7 +27,7 @@ CLONE3_COMMANDS = ("create", "exec", "run")
 # The hostjob modules of the commands that only read or signal (no mounts, no config
 # conversion, no cgroup manager but for delete).
 COMMON = {
-    "hostjob", "hostjob.cgroups", "hostjob.cli", "hostjob.cli.args", "hostjob.cli.commands",
+    "hostjob", "hostjob.cli", "hostjob.cli.args", "hostjob.cli.commands",
     "hostjob.cli.main", "hostjob.job", "hostjob.errors", "hostjob.faults", "hostjob.jsonio",
     "hostjob.log", "hostjob.runtime", "hostjob.runtime.container", "hostjob.runtime.proc",
     "hostjob.runtime.status", "hostjob.runtime.state_dir", "hostjob.spec",
@@ -40,14 +40,17 @@ MANAGER = (
 )
 PINNED = {
     # start and delete lock the container's directory (flock); state, list and kill never do
+    # a created container's start asks nothing of its cgroup
     "start": COMMON | {"hostjob.cli.commands.start", "hostjob.flock"},
-    # the cgroup hierarchies come from the container's record: no look at mountinfo
-    "state": COMMON | {"hostjob.cli.commands.state", "hostjob.spec.state"},
-    "list": COMMON | {"hostjob.cli.commands.list", "hostjob.spec.state"},
-    "kill": COMMON | {"hostjob.cli.commands.kill"},
+    # a running one's status asks its freezer; the cgroup hierarchies come from the
+    # container's record: no look at mountinfo
+    "state": COMMON | {"hostjob.cli.commands.state", "hostjob.spec.state", "hostjob.cgroups"},
+    "list": COMMON | {"hostjob.cli.commands.list", "hostjob.spec.state", "hostjob.cgroups"},
+    "kill": COMMON | {"hostjob.cli.commands.kill", "hostjob.cgroups"},
     # an ended job's cgroup goes by rmdir (cgroups.remove_if_empty), without a manager
     "delete": COMMON
-    | {"hostjob.cli.commands.delete", "hostjob.cgroups._fs", "hostjob.flock", "hostjob.fsutil"},
+    | {"hostjob.cli.commands.delete", "hostjob.cgroups", "hostjob.cgroups._fs"}
+    | {"hostjob.flock", "hostjob.fsutil"},
 }
 # Loaded only when the killed init has not quite left its cgroup yet: the manager
 # kills and removes what is left (cgroup.kill on cgroup2).

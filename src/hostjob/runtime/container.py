@@ -13,7 +13,7 @@ import errno
 import os
 import select
 
-from hostjob import cgroups, faults, log
+from hostjob import faults, log
 from hostjob.errors import (
     CgroupExists,
     ContainerNotFound,
@@ -27,8 +27,9 @@ from hostjob.errors import (
 )
 from hostjob.runtime import proc, status
 
-# hooks, init, mounts and resolve are imported by the verbs that use them: `state`,
-# `kill` and `start` are whole commands of their own and should not pay for them.
+# cgroups, hooks, init, mounts and resolve are imported by the verbs that use them:
+# `state`, `kill` and `start` are whole commands of their own and should not pay for
+# them (`start` of a created container never asks its cgroup anything).
 from hostjob.runtime.proc import sig
 from hostjob.runtime.state_dir import (
     DEFAULT_ROOT,
@@ -49,6 +50,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from hostjob import cgroups
     from hostjob.job import DaemonConfig, Hook, JobConfig, ProcessConfig
     from hostjob.runtime.execute import ExecOptions
     from hostjob.runtime.init import Child
@@ -192,10 +194,14 @@ class Container:
         return self.record.pid if self.record is not None else 0
 
     def cgroup(self) -> cgroups.Manager:
+        from hostjob import cgroups
+
         return cgroups.open_manager(self.config.cgroups_path, mounts=self._cgroup_mounts())
 
     def _cgroup_mounts(self) -> cgroups.Mounts | None:
         """The hierarchies as they were when the job was made (None: look them up)."""
+        from hostjob import cgroups
+
         rows = self.record.cgroup_mounts if self.record is not None else None
         return cgroups.Mounts.from_rows(rows) if rows else None
 
@@ -218,6 +224,8 @@ class Container:
             return Status.STOPPED
         if os.path.exists(self.store.fifo(self.id)):
             return Status.CREATED
+        from hostjob import cgroups  # here: a created or stopped one never asks
+
         if cgroups.frozen(record.config.cgroups_path, self._cgroup_mounts()):
             return Status.PAUSED
         return Status.RUNNING
@@ -324,6 +332,7 @@ class Container:
 
         ``release_by_pipe``: the caller starts the process itself (``start_child``),
         as ``run`` does: no exec fifo is made, and the container reads as running."""
+        from hostjob import cgroups
         from hostjob.runtime import init, resolve
         from hostjob.units import rfc3339_nano
 
@@ -738,6 +747,8 @@ class Container:
         except StateCorrupt as err:
             if not force:
                 raise
+            from hostjob import cgroups
+
             store = StateStore(root)
             with store.lock(container_id):
                 _remove_job_cgroup(cgroups.resolve_path("", container_id))
@@ -767,6 +778,8 @@ class Container:
             proc.signal_process(record.pid, record.start_time, sig.SIGKILL)
         faults.point("delete:after-kill")
         if self.owns_cgroup():
+            from hostjob import cgroups
+
             path, mounts = job.cgroups_path, self._cgroup_mounts()
             # Mostly the job has ended: one rmdir a hierarchy, no manager to load.
             if mounts is None or not cgroups.remove_if_empty(path, mounts, _cgroup_top(path)):
@@ -910,6 +923,8 @@ class Container:
 def _remove_job_cgroup(path: str, manager: cgroups.Manager | None = None) -> None:
     """Kill what is left in the job's cgroup ``path``, remove it, then the parents
     hostjob made for it once they are empty (up to ``_cgroup_top``)."""
+    from hostjob import cgroups
+
     manager = manager or cgroups.open_manager(path)
     manager.destroy()
     cgroups.remove_empty_ancestors(manager.dirs(), path, _cgroup_top(path))
@@ -919,9 +934,11 @@ def _cgroup_top(path: str) -> str:
     """The highest cgroup hostjob may remove above a job's: ``/hostjob``, or for a
     ``--systemd-cgroup`` path mapped onto cgroupfs its top slice (without systemd, those
     slices exist because hostjob made them)."""
+    from hostjob.cgroups import CGROUP_PARENT
+
     if path.endswith(".scope"):
         return "/" + path.strip("/").split("/")[0]
-    return cgroups.CGROUP_PARENT
+    return CGROUP_PARENT
 
 
 def _refuse_existing_cgroup(path: str, manager: cgroups.Manager) -> None:
