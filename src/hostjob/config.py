@@ -172,6 +172,18 @@ def default_mount_mode(annotations: dict[str, str]) -> str:
     return "bind" if kind == "container" else "host"
 
 
+def delegated(document: object) -> bool:
+    """Whether a bundle's config.json (as ``bundle.read_config`` read it) is of a
+    container that is not a job container, which ``hostjob.runtime.delegate`` hands to
+    a real OCI runtime. One that is not even a JSON object is left to the job
+    container's create, which says what is wrong with it."""
+    annotations = document.get("annotations") if type(document) is dict else None
+    if type(annotations) is not dict:
+        return False
+    values = {k: v for k, v in annotations.items() if type(k) is str and type(v) is str}
+    return not is_job_container(values)
+
+
 def is_job_container(annotations: dict[str, str]) -> bool:
     """Whether the container is a job container, or one that hostjob hands to a real
     OCI runtime (SPEC §4, mixed pods). In order:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hostjob import config
 from hostjob.cli.args import parse
 from hostjob.cli.commands import create
 from hostjob.cli.main import GLOBAL, Context
@@ -91,14 +92,14 @@ def test_which_bundles_are_handed_over(
     tmp_path: Path, annotations: dict[str, object] | None, wanted: bool
 ) -> None:
     bundle = bundle_with(tmp_path, **({} if annotations is None else {"annotations": annotations}))
-    assert delegate.wanted(read_config(str(bundle))) is wanted
+    assert config.delegated(read_config(str(bundle))) is wanted
 
 
 def test_a_config_that_is_no_object_is_the_job_containers_to_report(tmp_path: Path) -> None:
-    assert delegate.wanted(["not", "an", "object"]) is False  # create says what is wrong
-    assert delegate.wanted({"annotations": "none"}) is False
+    assert config.delegated(["not", "an", "object"]) is False  # create says what is wrong
+    assert config.delegated({"annotations": "none"}) is False
     with pytest.raises(ConfigError, match="true or false"):
-        delegate.wanted({"annotations": {"io.hostjob.job-container": "x"}})
+        config.delegated({"annotations": {"io.hostjob.job-container": "x"}})
     with pytest.raises(ConfigError, match="config\\.json not found"):
         read_config(str(tmp_path))  # before wanted: one read for both
 

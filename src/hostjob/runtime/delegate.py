@@ -76,17 +76,6 @@ def runtime_path() -> str:
     )
 
 
-def wanted(spec: object) -> bool:
-    """Whether a bundle's config.json (as ``bundle.read_config`` read it) is of a
-    container that is not a job container. One that is not even a JSON object is left
-    to the job container's create, which says what is wrong with it."""
-    annotations = spec.get("annotations") if type(spec) is dict else None
-    if type(annotations) is not dict:
-        return False
-    values = {k: v for k, v in annotations.items() if type(k) is str and type(v) is str}
-    return not config.is_job_container(values)
-
-
 def create(
     root: str, container_id: str, bundle: str, flags: list[str], create_flags: list[str]
 ) -> int:

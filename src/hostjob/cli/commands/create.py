@@ -29,12 +29,15 @@ COMMAND = Command(
 
 
 def run(args: Args, ctx: Context) -> int:
-    from hostjob.runtime import bundle, delegate
+    from hostjob import config
+    from hostjob.runtime import bundle
     from hostjob.runtime.state_dir import validate_id
 
     validate_id(args.container_id)  # a bad ID is the first thing said, as ever
     document = bundle.read_config(args.bundle)  # read once, for both
-    if delegate.wanted(document):  # not a job container: a real OCI runtime's
+    if config.delegated(document):  # not a job container: a real OCI runtime's
+        from hostjob.runtime import delegate
+
         return delegate.create(
             ctx.root, args.container_id, args.bundle, ctx.delegate_flags(), runtime_flags(args)
         )
