@@ -292,6 +292,49 @@ def test_an_undo_before_the_mount_leaves_the_clients_mount(tmp_path: Path) -> No
         subprocess.run(["umount", "-l", str(rootfs)], check=False)
 
 
+def test_the_first_record_holds_the_rootfs_steps(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    """A read-only rootfs that is a client's mount, with a volume: the links' and the
+    bind's undo entries are in the record's first write, before the cgroup or anything
+    of the rootfs is made. A crash right after it: delete --force takes back nothing that
+    was not made -- the client's mount stays, no link, the image's directory stays."""
+    data = tmp_path / "data"
+    data.mkdir()
+    config = base_config("true")
+    config["root"]["readonly"] = True
+    config["mounts"] = [{"destination": "/srv/data", "type": "bind", "source": str(data)}]
+    b = bundle(config)
+    files = b.parent / "files"
+    (b / "rootfs").rename(files)
+    (files / "srv" / "data").mkdir(parents=True)
+    rootfs = b / "rootfs"
+    _client_mount(rootfs, files)
+    try:
+        cid = new_id()
+        crashed = hj(
+            "create", "-b", str(b), cid, env={"HOSTJOB_CRASH_AT": "create:after-state-dir"}
+        )
+        assert crashed.returncode == -9, crashed.stderr
+        undo = json.loads((hj.root / cid / "state.json").read_text())["undo"]
+        real = os.path.realpath(rootfs)
+        assert [e[:2] for e in undo] == [
+            ["restore-dir", f"{real}/srv/data"],
+            ["remove", f"{real}/srv/data"],
+            ["unmount", real],
+        ]
+        hj.ok("delete", "--force", cid)
+        assert mounts_under(str(rootfs)) == [str(rootfs)]  # the client's, alone
+        assert (rootfs / "srv" / "data").is_dir() and not (rootfs / "srv" / "data").is_symlink()
+        # and a whole create makes no further write of them: the same entries, bound
+        hj.ok("create", "-b", str(b), cid)
+        record = json.loads((hj.root / cid / "state.json").read_text())
+        assert [e[:2] for e in record["undo"]] == [e[:2] for e in undo]
+        assert mounts_under(str(rootfs)) == [str(rootfs)] * 2
+        hj.ok("delete", "--force", cid)
+        assert mounts_under(str(rootfs)) == [str(rootfs)]
+    finally:
+        subprocess.run(["umount", "-l", str(rootfs)], check=False)
+
+
 def test_a_mount_point_that_is_a_mount_stays(hj: Hostjob, bundle, tmp_path: Path) -> None:
     """An empty directory someone mounted a filesystem on, given as the mount point: the
     rootfs is bound on top of it, and delete takes off only that bind."""

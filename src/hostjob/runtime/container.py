@@ -372,6 +372,15 @@ class Container:
         child = None
         written: list[str] = []  # the pid file, once written
         try:
+            if (
+                options.rootfs is None
+                and job.mount_mode != "bind"
+                and (job.volumes or job.readonly)
+            ):
+                from hostjob.runtime import mounts
+
+                # What the rootfs's set-up will record goes in this first write already.
+                record.undo = mounts.planned_undo(job)
             # The record comes first: whatever happens below, delete --force can undo it.
             store.write(record)
             faults.point("create:after-state-dir")
@@ -506,10 +515,13 @@ class Container:
         return paths
 
     def _record_change(self, *entries: list[str]) -> None:
-        """Persist undo entries, in one write, before the changes they undo are made."""
+        """Persist undo entries, in one write, before the changes they undo are made (no
+        write for entries recorded already: ``mounts.planned_undo``'s)."""
         assert self.record is not None
-        self.record.undo += entries
-        self.store.write(self.record)
+        new = [entry for entry in entries if entry not in self.record.undo]
+        if new:
+            self.record.undo += new
+            self.store.write(self.record)
 
     # --- start ----------------------------------------------------------------------------
 

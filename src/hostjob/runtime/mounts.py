@@ -73,13 +73,7 @@ def prepare_host(job: JobConfig, record: Record) -> None:
     # (the undo log runs newest first), when a read-only mount would refuse (EROFS).
     # Every link is planned first and all of their undo entries go in one write (the
     # record is rewritten whole: one write instead of one per link and directory).
-    links: list[_Link] = []
-    entries: list[list[str]] = []
-    for volume in job.volumes:
-        link = _plan_link(job.rootfs, volume.source, volume.destination)
-        if link is not None:
-            links.append(link)
-            entries += [entry for entry in link.undo if entry not in entries]
+    links, entries = _plan_links(job)
     if entries:
         record(*entries)
     for link in links:
@@ -91,11 +85,41 @@ def prepare_host(job: JobConfig, record: Record) -> None:
             # Read-only needs a mount; the rootfs itself is the mount point here. It
             # may be a mount already (containerd's and podman's rootfs are): delete
             # takes off what is above that one, never it.
-            rootfs = fsutil.canonical(job.rootfs)
-            record([UNMOUNT, rootfs, str(_mount_id_at(rootfs, "rootfs"))])
+            record(_self_bind_entry(job))
             linux.mount(job.rootfs, job.rootfs, None, linux.MS_BIND | linux.MS_REC)
         point = job.mount_point
         _remount_path(_canonical(point, f"mount point {point}"), point, linux.MS_RDONLY)
+
+
+def planned_undo(job: JobConfig) -> list[list[str]]:
+    """The undo entries ``prepare_host`` will record, worked out without changing
+    anything, so that ``create`` can put them in its first write of the record (and
+    ``prepare_host``'s recording of the same entries costs no write). Only where they do
+    not depend on a step before them: none for a mount point of its own (its
+    directories and bind come first) or a rootfs that is not a directory yet."""
+    if job.bind_rootfs or not os.path.isdir(job.rootfs):
+        return []
+    _links, entries = _plan_links(job)
+    if job.readonly:
+        entries.append(_self_bind_entry(job))
+    return entries
+
+
+def _plan_links(job: JobConfig) -> tuple[list[_Link], list[list[str]]]:
+    links: list[_Link] = []
+    entries: list[list[str]] = []
+    for volume in job.volumes:
+        link = _plan_link(job.rootfs, volume.source, volume.destination)
+        if link is not None:
+            links.append(link)
+            entries += [entry for entry in link.undo if entry not in entries]
+    return links, entries
+
+
+def _self_bind_entry(job: JobConfig) -> list[str]:
+    """Undo of the rootfs bound onto itself: what lies above the mount there now."""
+    rootfs = fsutil.canonical(job.rootfs)
+    return [UNMOUNT, rootfs, str(_mount_id_at(rootfs, "rootfs"))]
 
 
 # The per-mount flags a bind remount keeps from the mount it changes. A remount with
