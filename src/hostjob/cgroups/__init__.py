@@ -138,6 +138,9 @@ def parse_mountinfo(text: str) -> Mounts:
     """
     from hostjob import mountinfo
 
+    # A node running many containers has hundreds of mounts: only the cgroup ones are
+    # parsed (" - " then the type can only be the separator: a path's spaces are \040).
+    text = "\n".join(line for line in text.splitlines() if " - cgroup" in line)
     v1: dict[tuple[str, ...], Hierarchy] = {}
     unified: Hierarchy | None = None
     for mount in mountinfo.parse(text):

@@ -195,3 +195,16 @@ def test_manager_protocol_is_exported() -> None:
     assert cg.Manager is Manager
     with pytest.raises(AttributeError):
         cg.NoSuchThing  # noqa: B018
+
+
+def test_only_cgroup_mounts_are_parsed_among_many() -> None:
+    """A busy node's mountinfo: hundreds of overlay and tmpfs mounts (one of them at a
+    path that looks like a cgroup line), the same hierarchies as without them."""
+    noise = [
+        rf"{1000 + i} 24 0:{90 + i} / /run/k8s/pod{i}/rootfs\040-\040cgroup rw shared:{i} - overlay"
+        f" overlay rw,lowerdir=/l{i}"
+        for i in range(500)
+    ]
+    lines = HYBRID.splitlines()
+    busy = "\n".join([*lines[:4], *noise, *lines[4:]]) + "\n"
+    assert cg.parse_mountinfo(busy).rows() == cg.parse_mountinfo(HYBRID).rows()
