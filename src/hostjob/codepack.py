@@ -8,8 +8,9 @@ code at hand; 1.7 ms of a ``run``, 1 ms of a ``state``). ``scripts/install`` com
 every module (as CPython does, but without docstrings, which the command never reads and
 which are ~15% of the bytes an import unmarshals: 0.2 ms of a ``state``) into
 ``hostjob/__pycache__/codepack.<cache tag>.bin``
-(``build``), and ``bin/hostjob`` puts ``PackFinder`` first on ``sys.meta_path``
-(``install``): a module then costs one ``stat`` of its source and one ``pread``.
+(``build``), and ``bin/hostjob`` loads this module from its file and puts ``PackFinder``
+first on ``sys.meta_path`` (``start``): a module then costs one ``stat`` of its source
+and one ``pread``.
 
 It also holds ``__future__``, which every hostjob module imports first (``from __future__
 import annotations``) and which otherwise costs a search of the standard library's
@@ -197,9 +198,8 @@ def build(package_dir: str) -> int:
         if pyc is None:
             with open(spec.origin, "rb") as f:
                 pyc = marshal.dumps(compile(f.read(), spec.origin, "exec", dont_inherit=True))
-        code = pyc
-        index[name] = (MODULE, spec.origin, mtime, size, len(blob), len(code))
-        blob += code
+        index[name] = (MODULE, spec.origin, mtime, size, len(blob), len(pyc))
+        blob += pyc
     for name in STDLIB_EXTENSIONS:
         spec = importlib.util.find_spec(name)
         if spec is None or spec.origin is None or not spec.origin.endswith(".so"):

@@ -103,14 +103,28 @@ def open_anchor(path: str) -> int:
 def walk(dir_fd: int, names: list[str]) -> int:
     """A new fd of the directory ``names`` below ``dir_fd``, opened one component at
     a time with ``O_NOFOLLOW``: a symlink anywhere raises ``ELOOP`` (or ``ENOTDIR``)."""
+    fd, reached = walk_existing(dir_fd, names)
+    if reached < len(names):
+        os.close(fd)
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), names[reached])
+    return fd
+
+
+def walk_existing(dir_fd: int, names: list[str]) -> tuple[int, int]:
+    """``walk`` as far as ``names`` exist: a new fd of the last directory reached and how
+    many of ``names`` were (a symlink on the way still raises)."""
     fd = os.dup(dir_fd)
-    for name in names:
+    for i, name in enumerate(names):
         try:
             child = os.open(name, DIR_FLAGS, dir_fd=fd)
-        finally:
+        except FileNotFoundError:
+            return fd, i
+        except BaseException:
             os.close(fd)
+            raise
+        os.close(fd)
         fd = child
-    return fd
+    return fd, len(names)
 
 
 def walk_path(path: str) -> int:

@@ -331,12 +331,7 @@ def remove_if_empty(path: str, mounts: Mounts, top: str) -> bool:
     from hostjob.cgroups import _fs  # its rmdir, as the managers' (a fake tree's too)
 
     path = _clean(path, "cgroup path")
-    mountpoints = [h.mountpoint.rstrip("/") for h in mounts.hierarchies]
-    if mounts.version == 2:
-        mountpoints = []  # as open_manager: cgroup2 alone, named v1 hierarchies aside
-    if mounts.unified is not None:
-        mountpoints.append(mounts.unified.mountpoint.rstrip("/"))
-    dirs = [mountpoint + path for mountpoint in mountpoints]
+    dirs = job_dirs(path, mounts)
     left = False
     for d in dirs:
         try:
@@ -349,6 +344,16 @@ def remove_if_empty(path: str, mounts: Mounts, top: str) -> bool:
         return False
     remove_empty_ancestors(dirs, path, top)
     return True
+
+
+def job_dirs(path: str, mounts: Mounts) -> list[str]:
+    """The job's directory in each hierarchy, as ``open_manager``'s manager has them
+    (``Manager.dirs()``; a test holds the two together): cgroup2 alone on a v2 host,
+    every v1 hierarchy and the unified one on a v1 or hybrid host."""
+    mountpoints = [] if mounts.version == 2 else [h.mountpoint for h in mounts.hierarchies]
+    if mounts.unified is not None:
+        mountpoints.append(mounts.unified.mountpoint)
+    return [mountpoint.rstrip("/") + path for mountpoint in mountpoints]
 
 
 def remove_empty_ancestors(dirs: list[str], path: str, top: str) -> None:

@@ -372,11 +372,7 @@ class Container:
         child = None
         written: list[str] = []  # the pid file, once written
         try:
-            if (
-                options.rootfs is None
-                and job.mount_mode != "bind"
-                and (job.volumes or job.readonly)
-            ):
+            if options.rootfs is None and _host_setup_due(job):
                 from hostjob.runtime import mounts
 
                 # What the rootfs's set-up will record goes in this first write already.
@@ -490,12 +486,10 @@ class Container:
             # never removes what another is just adopting.
             with self.store.lock_shared_paths():
                 mounts.prepare_bind(job, self._record_change, self._adopt_shared_paths)
-        elif job.bind_rootfs or job.volumes or job.readonly:
+        elif _host_setup_due(job):
             from hostjob.runtime import mounts
 
             mounts.prepare_host(job, self._record_change)
-        # else host mode with nothing to bind, link or make read-only (containerd's
-        # default config): the rootfs is used where it is, and mounts is not loaded.
 
     def _prepare_output(self, daemon: DaemonConfig) -> tuple[str, str]:
         """``run -d IMAGE``: the log directory (root's, 0700; removed at delete) and the
@@ -518,9 +512,12 @@ class Container:
         """Persist undo entries, in one write, before the changes they undo are made (no
         write for entries recorded already: ``mounts.planned_undo``'s)."""
         assert self.record is not None
-        new = [entry for entry in entries if entry not in self.record.undo]
-        if new:
-            self.record.undo += new
+        undo = self.record.undo
+        count = len(undo)
+        for entry in entries:
+            if entry not in undo:
+                undo.append(entry)
+        if len(undo) > count:
             self.store.write(self.record)
 
     # --- start ----------------------------------------------------------------------------
@@ -841,13 +838,9 @@ class Container:
                 continue
             for entry in other.record.undo:
                 kind, path = entry[0], entry[1]
-                if kind != REMOVE:
-                    continue
-                shared = any(fsutil.under(target, path) for target in targets)
-                if shared and [kind, path] not in self.record.undo + adopted:
+                if kind == REMOVE and any(fsutil.under(target, path) for target in targets):
                     adopted.append([kind, path])
-        if adopted:
-            self._record_change(*adopted)
+        self._record_change(*adopted)  # those not recorded yet, in one write
 
     def _not_shared(self, entries: list[list[str]]) -> list[list[str]]:
         """The undo entries of a bind-mode container that it alone needs: not a path
@@ -940,6 +933,12 @@ def _remove_job_cgroup(path: str, manager: cgroups.Manager | None = None) -> Non
     manager = manager or cgroups.open_manager(path)
     manager.destroy()
     cgroups.remove_empty_ancestors(manager.dirs(), path, _cgroup_top(path))
+
+
+def _host_setup_due(job: JobConfig) -> bool:
+    """Whether a host-mode rootfs has anything to bind, link or make read-only; else
+    (containerd's default config) it is used where it is, and mounts is not loaded."""
+    return job.mount_mode != "bind" and bool(job.bind_rootfs or job.volumes or job.readonly)
 
 
 def _cgroup_top(path: str) -> str:

@@ -305,11 +305,18 @@ def _plan_link(rootfs: str, source: str, destination: str) -> _Link | None:
     target = os.path.join(parent, name)
     parents = fsutil.parts(parent)
     plan = _Link(what, source, parents, name)
-    parent_fd, missing = _walk_existing(parents, what)
+    root = fsutil.open_anchor("/")
+    try:
+        parent_fd, reached = fsutil.walk_existing(root, parents)
+    except OSError as err:
+        raise _walk_error(what, parent, err) from err
+    finally:
+        os.close(root)
     # Each directory that is missing is made, recorded first (removed at delete).
-    for i in range(len(parents) - missing, len(parents)):
+    for i in range(reached, len(parents)):
         plan.undo.append([REMOVE, "/" + "/".join(parents[: i + 1])])
-    if parent_fd is None:
+    if reached < len(parents):
+        os.close(parent_fd)
         plan.undo.append([REMOVE, target])
         return plan
     try:
@@ -330,24 +337,6 @@ def _plan_link(rootfs: str, source: str, destination: str) -> _Link | None:
         return plan
     finally:
         os.close(parent_fd)
-
-
-def _walk_existing(names: list[str], what: str) -> tuple[int | None, int]:
-    """Walk ``names`` from ``/`` without following a symlink as far as they exist: the
-    fd of the last one (None if one is missing) and how many are missing."""
-    fd = fsutil.open_anchor("/")
-    for i, name in enumerate(names):
-        try:
-            child = os.open(name, fsutil.DIR_FLAGS, dir_fd=fd)
-        except FileNotFoundError:
-            os.close(fd)
-            return None, len(names) - i
-        except OSError as err:
-            os.close(fd)
-            raise _walk_error(what, "/" + "/".join(names[: i + 1]), err) from err
-        os.close(fd)
-        fd = child
-    return fd, 0
 
 
 def _has_entries(parent_fd: int, name: str, what: str) -> bool:

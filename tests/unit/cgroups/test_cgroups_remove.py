@@ -54,3 +54,10 @@ def test_v2_and_a_path_outside_the_top(fake2: FakeCgroup2) -> None:
     assert not os.path.exists(fake2.path("/pods/c1"))
     assert os.path.isdir(fake2.path("/pods"))  # not hostjob's to remove
     assert cg.remove_if_empty("/pods/c1", cg.mounts_at(fake2.root), cg.CGROUP_PARENT)  # gone
+
+
+def test_the_job_dirs_are_the_managers(fake1: FakeCgroup1, fake2: FakeCgroup2) -> None:
+    """remove_if_empty finds the job's directories without a manager: the same ones."""
+    hybrid = cg.Mounts.from_rows([["1", "/c/cpu", "/", "cpu"], ["2", "/c/unified", "/", ""]])
+    for mounts in (cg.mounts_at(fake1.root), cg.mounts_at(fake2.root), hybrid):
+        assert cg.job_dirs(PATH, mounts) == cg.open_manager(PATH, mounts=mounts).dirs()
