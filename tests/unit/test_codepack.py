@@ -67,6 +67,7 @@ def test_modules_come_from_the_pack(package: Path, finders: list[codepack.PackFi
         assert module.__spec__ is not None and module.__spec__.loader is finder, name
     # as from a .pyc: __file__ is the source, a package has its __path__
     assert packpkg.plain.__file__ == str(package / "plain.py")
+    assert packpkg.plain.__cached__ == finder.path  # the code's file: the pack
     assert sys.modules["packpkg.sub"].__path__ == [str(package / "sub")]
 
 
@@ -229,3 +230,11 @@ def test_the_pack_leaves_docstrings_out_and_asserts_in(
     with pytest.raises(AssertionError, match="positive"):
         documented.checked(0)
     assert documented.checked.__code__.co_firstlineno == 13
+
+
+def test_every_folder_of_hostjob_is_a_regular_package() -> None:
+    # A folder without __init__.py is a namespace package: the pack cannot hold it, and
+    # every command that imports it searches site-packages for its parts (~0.2 ms).
+    top = REPO / "src" / "hostjob"
+    folders = {p.parent for p in top.rglob("*.py") if "__pycache__" not in p.parts}
+    assert sorted(str(f.relative_to(top)) for f in folders if not (f / "__init__.py").exists()) == []
