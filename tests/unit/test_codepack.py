@@ -237,4 +237,5 @@ def test_every_folder_of_hostjob_is_a_regular_package() -> None:
     # every command that imports it searches site-packages for its parts (~0.2 ms).
     top = REPO / "src" / "hostjob"
     folders = {p.parent for p in top.rglob("*.py") if "__pycache__" not in p.parts}
-    assert sorted(str(f.relative_to(top)) for f in folders if not (f / "__init__.py").exists()) == []
+    namespace = [str(f.relative_to(top)) for f in folders if not (f / "__init__.py").exists()]
+    assert namespace == []
