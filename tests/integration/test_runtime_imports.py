@@ -47,9 +47,11 @@ PINNED = {
     "state": COMMON | {"hostjob.cli.commands.state", "hostjob.spec.state", "hostjob.cgroups"},
     "list": COMMON | {"hostjob.cli.commands.list", "hostjob.spec.state", "hostjob.cgroups"},
     "kill": COMMON | {"hostjob.cli.commands.kill", "hostjob.cgroups"},
-    # an ended job's cgroup goes by rmdir (cgroups.remove_if_empty), without a manager
+    # an ended job's cgroup goes by rmdir (cgroups.remove_if_empty), without a manager;
+    # none of the verbs but delete loads its module (nor create's)
     "delete": COMMON
-    | {"hostjob.cli.commands.delete", "hostjob.cgroups", "hostjob.cgroups._fs"}
+    | {"hostjob.cli.commands.delete", "hostjob.runtime.delete"}
+    | {"hostjob.cgroups", "hostjob.cgroups._fs"}
     | {"hostjob.flock", "hostjob.fsutil"},
 }
 # Loaded only when the killed init has not quite left its cgroup yet: the manager

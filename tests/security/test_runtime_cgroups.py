@@ -23,7 +23,7 @@ import pytest
 
 from hostjob import cgroups
 from hostjob.errors import CgroupExists, ConfigError
-from hostjob.runtime import container as container_module
+from hostjob.runtime import create as create_module
 from hostjob.runtime.container import Container
 from hostjob.spec.runtime import Resources
 from tests.helpers import Hostjob, base_config, new_id, proc_cgroup
@@ -151,7 +151,7 @@ def test_a_cgroup_made_between_the_check_and_the_mkdir_is_not_adopted(
     is skipped). The mkdir finds it, the create fails with CgroupExists, and the
     clean-up of the failed create neither kills its process nor removes it."""
     victim = foreign.add_process()
-    monkeypatch.setattr(container_module, "_refuse_existing_cgroup", lambda path, manager: None)
+    monkeypatch.setattr(create_module, "_refuse_existing_cgroup", lambda path, manager: None)
     b = _bundle_with_path(bundle, foreign.path)
     cid = new_id("sec")
     with pytest.raises(CgroupExists, match=r"already exists"):

@@ -15,7 +15,7 @@ import os
 
 from hostjob.images.rootfs import ImageRootfs
 from hostjob.images.runspec import build_spec
-from hostjob.runtime.container import CreateOptions
+from hostjob.runtime.create import CreateOptions
 from hostjob.runtime.run import run
 from hostjob.runtime.state_dir import StateStore, validate_id
 

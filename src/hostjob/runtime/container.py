@@ -1,5 +1,9 @@
 """``Container``: one job container and the verbs of its lifecycle.
 
+``create`` and ``delete`` live in modules of their own (``hostjob.runtime.create``,
+``hostjob.runtime.delete``; ``Container.create`` and ``Container.delete`` hand over to
+them): ``state``, ``start`` and ``kill`` are whole commands and load neither.
+
 Every verb loads the container's record, asks a predicate of
 ``hostjob.runtime.status`` whether the move is legal, acts, and persists the
 new record. Status is never stored: like runc, it is derived from the init
@@ -15,14 +19,11 @@ import select
 
 from hostjob import faults, log
 from hostjob.errors import (
-    CgroupExists,
     ContainerNotFound,
     ContainerNotRunning,
     DelegateError,
     HookError,
-    HostjobError,
     InvalidState,
-    MountError,
     StateCorrupt,
 )
 from hostjob.runtime import proc, status
@@ -31,19 +32,7 @@ from hostjob.runtime import proc, status
 # `state`, `kill` and `start` are whole commands of their own and should not pay for
 # them (`start` of a created container never asks its cgroup anything).
 from hostjob.runtime.proc import sig
-from hostjob.runtime.state_dir import (
-    DEFAULT_ROOT,
-    PHASE_CREATED,
-    PHASE_CREATING,
-    STDERR_FIFO,
-    STDOUT_FIFO,
-    ExitStatus,
-    Record,
-    StateStore,
-    remove_pid_file,
-    validate_id,
-    write_pid_file,
-)
+from hostjob.runtime.state_dir import DEFAULT_ROOT, PHASE_CREATING, ExitStatus, Record, StateStore
 from hostjob.runtime.status import Status
 
 TYPE_CHECKING = False
@@ -52,15 +41,12 @@ if TYPE_CHECKING:
 
     from hostjob import cgroups
     from hostjob.job import DaemonConfig, Hook, JobConfig, ProcessConfig
+    from hostjob.runtime.create import CreateOptions
     from hostjob.runtime.execute import ExecOptions
     from hostjob.runtime.init import Child
-    from hostjob.runtime.mounts import RootfsProvider
     from hostjob.spec import runtime as wire
     from hostjob.spec.state import State
 
-# How long a detached job's other processes get between SIGTERM and SIGKILL once
-# its init has exited (SPEC §5), unless HOSTJOB_STOP_GRACE says otherwise.
-DEFAULT_STOP_GRACE = 5.0
 # ``stop``: seconds between the stop signal and SIGKILL to the whole job (podman's).
 DEFAULT_STOP_TIMEOUT = 10
 # ``stop`` waits at most this long, after the job ended, for the watcher to record
@@ -68,54 +54,6 @@ DEFAULT_STOP_TIMEOUT = 10
 WATCHER_EXIT_WAIT = 30.0
 
 __all__ = ["Container", "Status"]
-
-
-def stop_grace() -> float:
-    value = os.environ.get("HOSTJOB_STOP_GRACE")
-    try:
-        return float(value) if value else DEFAULT_STOP_GRACE
-    except ValueError:
-        return DEFAULT_STOP_GRACE
-
-
-class CreateOptions:
-    """How ``create`` is asked to start the container process (runc's create flags).
-
-    ``rootfs`` makes a rootfs the runtime does not own before anything is mounted
-    (``hostjob run IMAGE``'s overlay; see ``hostjob.runtime.mounts.RootfsProvider``):
-    the runtime records its undo entries and knows nothing else of it. Such a rootfs
-    lives in the container's state directory, which is then opened (0711) to a
-    non-root job user so that its processes can reach it."""
-
-    __slots__ = (
-        "bundle_config",
-        "console_socket",
-        "daemon",
-        "pid_file",
-        "preserve_fds",
-        "rootfs",
-        "systemd_cgroup",
-    )
-
-    def __init__(
-        self,
-        pid_file: str | None = None,
-        console_socket: str | int | None = None,
-        preserve_fds: int = 0,
-        systemd_cgroup: bool = False,
-        rootfs: RootfsProvider | None = None,
-        bundle_config: dict[str, Any] | None = None,
-        daemon: DaemonConfig | None = None,
-    ) -> None:
-        self.pid_file = pid_file
-        self.console_socket = console_socket
-        self.preserve_fds = preserve_fds
-        self.systemd_cgroup = systemd_cgroup
-        self.rootfs = rootfs
-        self.bundle_config = bundle_config  # written as <state dir>/config.json
-        # run -d IMAGE: stdout/stderr become FIFOs its watcher reads into this log
-        # (``hostjob.runtime.watcher``); the record keeps it.
-        self.daemon = daemon
 
 
 class Container:
@@ -292,7 +230,7 @@ class Container:
             state["pid"] = pid
         return state
 
-    # --- create ---------------------------------------------------------------------------
+    # --- create (hostjob.runtime.create) ----------------------------------------------
 
     @classmethod
     def create(
@@ -304,19 +242,11 @@ class Container:
         options: CreateOptions | None = None,
         document: object = None,
     ) -> Container:
-        """Create the container: its process is set up, in its job, waiting for ``start``.
-        ``document``: the bundle's config.json as ``bundle.read_config`` read it already.
+        """Create the container: its process is set up, in its job, waiting for ``start``
+        (``document``: the bundle's config.json as ``bundle.read_config`` read it)."""
+        from hostjob.runtime.create import create
 
-        The calling process is the container process's parent until it exits (the
-        CLI exits at once, so a subreaper such as containerd's shim adopts it).
-        """
-        from hostjob.runtime.bundle import load_bundle
-
-        validate_id(container_id)
-        job = load_bundle(bundle, container_id, document)
-        container, child = cls.create_from_config(container_id, job, root=root, options=options)
-        child.close()
-        return container
+        return create(cls, container_id, bundle, root=root, options=options, document=document)
 
     @classmethod
     def create_from_config(
@@ -328,185 +258,13 @@ class Container:
         options: CreateOptions | None = None,
         release_by_pipe: bool = False,
     ) -> tuple[Container, Child]:
-        """``create`` from a converted config; also returns the child's handle (for ``run``).
+        """``create`` from a converted config; also returns the child's handle (for
+        ``run``, with ``release_by_pipe``)."""
+        from hostjob.runtime.create import create_from_config
 
-        ``release_by_pipe``: the caller starts the process itself (``start_child``),
-        as ``run`` does: no exec fifo is made, and the container reads as running."""
-        from hostjob import cgroups
-        from hostjob.runtime import init, resolve
-        from hostjob.units import rfc3339_nano
-
-        options = options or CreateOptions()
-        store = StateStore(root)
-        job.cgroups_path = cgroups.resolve_path(
-            job.cgroups_path, container_id, options.systemd_cgroup
+        return create_from_config(
+            cls, container_id, job, root=root, options=options, release_by_pipe=release_by_pipe
         )
-        if job.process.terminal and options.console_socket is None:
-            raise HostjobError("cannot allocate a tty without --console-socket")
-        lock = store.create(container_id)  # first: a taken ID is "already exists"
-        try:
-            hierarchies = cgroups.detect()
-            manager = cgroups.open_manager(job.cgroups_path, mounts=hierarchies)
-            _refuse_existing_cgroup(job.cgroups_path, manager)
-        except BaseException:
-            store.remove(container_id)  # nothing else was made
-            lock.release()
-            raise
-        record = Record(
-            id=container_id,
-            pid=0,
-            start_time=0,
-            phase=PHASE_CREATING,
-            created=rfc3339_nano(),
-            owner="",
-            config=job,
-            undo=[],
-            # Recorded before the mkdir, as undo entries are; a mkdir that finds the
-            # cgroup there already clears it again (see below).
-            cgroup=job.cgroups_path,
-            cgroup_mounts=hierarchies.rows(),
-            daemon=options.daemon,
-            restarts=0 if options.daemon is not None else None,
-        )
-        container = cls(store, container_id, record)
-        child = None
-        written: list[str] = []  # the pid file, once written
-        try:
-            if options.rootfs is None and _host_setup_due(job):
-                from hostjob.runtime import mounts
-
-                # What the rootfs's set-up will record goes in this first write already.
-                record.undo = mounts.planned_undo(job)
-            # The record comes first: whatever happens below, delete --force can undo it.
-            store.write(record)
-            faults.point("create:after-state-dir")
-            try:
-                manager.create(job.resources, exclusive=True)
-            except CgroupExists:
-                # Made by someone else since the check above: never ours to touch.
-                record.cgroup = ""
-                store.write(record)
-                raise
-            faults.point("create:after-cgroup")
-            container._prepare_rootfs(options)
-            faults.point("create:after-mount")
-            fifo = None
-            if not release_by_pipe:
-                fifo = store.fifo(container_id)
-                # Only root may write the start byte (the process opens the read end as root).
-                os.mkfifo(fifo, 0o600)
-            plan = resolve.plan(job, job.process)
-            if options.rootfs is not None and plan.user.uid != 0:
-                store.open_for_user(container_id)
-            setup = init.ChildSetup(plan, manager.entry())
-            setup.fifo = fifo
-            setup.release_by_pipe = release_by_pipe
-            setup.console = options.console_socket
-            listen = _listen_fds()
-            setup.listen_fds = listen
-            setup.extra_fds = listen + options.preserve_fds
-            if job.mount_mode == "bind":
-                from hostjob.runtime import mounts
-
-                setup.enter_namespace = mounts.enter_bind_namespace(job)
-            setup.start_hooks = job.hooks_for("startContainer")
-            setup.hook_state = container._hook_state(Status.CREATED, None)
-            if options.daemon is not None:
-                setup.stdio = container._prepare_output(options.daemon)
-            points = [
-                p for p in ("prestart", "createRuntime", "createContainer") if job.hooks_for(p)
-            ]
-
-            pid_file = options.pid_file
-
-            def recorded(pid: int) -> None:
-                # One write while the child sets itself up: with no hooks to run it
-                # is created once its set-up succeeds (a failure undoes the record).
-                record.pid = pid
-                record.start_time = proc.start_time(pid) or 0
-                if not points:
-                    record.phase = PHASE_CREATED
-                store.write(record)
-                # The pid file too (a client reads it once create has returned; a
-                # failed create removes it again).
-                if pid_file:
-                    write_pid_file(pid_file, pid)
-                    written.append(pid_file)
-
-            child = init.spawn(setup, after_fork=recorded)
-            faults.point("create:after-fork")
-            if points:
-                from hostjob.runtime import hooks
-
-                state = container._hook_state(Status.CREATING, child.pid)
-                for point in points:
-                    hooks.run_hooks(point, job.hooks_for(point), state)
-            faults.point("create:before-created")
-            if points:
-                record.phase = PHASE_CREATED
-                store.write(record)
-        except BaseException:
-            for path in written:
-                remove_pid_file(path)
-            if child is not None:
-                child.close()
-            try:
-                container._destroy(grace=0.0, run_poststop=False)
-            except (HostjobError, OSError) as cleanup:
-                # The create's own error is the one to report; the record stays, so
-                # delete --force can finish the teardown.
-                log.warning(f"cleanup after a failed create: {cleanup}")
-            if child is not None:
-                _reap_quietly(child.pid)
-            raise
-        finally:
-            lock.release()
-        assert child is not None
-        return container, child
-
-    def _prepare_rootfs(self, options: CreateOptions) -> None:
-        job = self.config
-        if options.bundle_config is not None:
-            from hostjob import fsutil, jsonio
-
-            # 0600: the directory may be opened to the job's user (open_for_user), and
-            # the config holds the --env values.
-            path = os.path.join(self.store.dir(self.id), "config.json")
-            data = jsonio.dumps(options.bundle_config, 2) + "\n"
-            fsutil.write_atomic(path, data.encode(), mode=0o600)
-        if options.rootfs is not None:
-            options.rootfs.prepare(self.id, job, self._record_change)
-        if not os.path.isdir(job.rootfs):
-            raise MountError(f"rootfs {job.rootfs} is not a directory")
-        if job.mount_mode == "bind":
-            from hostjob.runtime import mounts
-
-            # Paths bind-mode containers share (/hpc, /run/secrets/...) are made,
-            # adopted and removed under the state root's lock: one container's delete
-            # never removes what another is just adopting.
-            with self.store.lock_shared_paths():
-                mounts.prepare_bind(job, self._record_change, self._adopt_shared_paths)
-        elif _host_setup_due(job):
-            from hostjob.runtime import mounts
-
-            mounts.prepare_host(job, self._record_change)
-
-    def _prepare_output(self, daemon: DaemonConfig) -> tuple[str, str]:
-        """``run -d IMAGE``: the log directory (root's, 0700; removed at delete) and the
-        stdout/stderr FIFOs in the state directory; returns the FIFOs' paths."""
-        from hostjob import fsutil
-        from hostjob.runtime.undo import REMOVE_TREE
-
-        log_dir = daemon.log_dir
-        self._record_change([REMOVE_TREE, fsutil.canonical(log_dir)])
-        fsutil.ensure_dir(os.path.dirname(log_dir), 0o700)
-        if os.path.lexists(log_dir):  # a leftover of an earlier container of this name
-            fsutil.remove_tree(log_dir)
-        os.mkdir(log_dir, 0o700)
-        paths = (self.store.path(self.id, STDOUT_FIFO), self.store.path(self.id, STDERR_FIFO))
-        for path in paths:
-            os.mkfifo(path, 0o600)
-        return paths
 
     def _record_change(self, *entries: list[str]) -> None:
         """Persist undo entries, in one write, before the changes they undo are made (no
@@ -737,7 +495,7 @@ class Container:
             record.watcher = [pid, proc.start_time(pid) or 0]
             self.store.write(record)
 
-    # --- delete ---------------------------------------------------------------------------
+    # --- delete (hostjob.runtime.delete) ----------------------------------------------
 
     @classmethod
     def delete_by_id(
@@ -745,9 +503,7 @@ class Container:
     ) -> None:
         """``delete`` of an ID, as runc's ``delete`` does it. With ``force``: an ID that
         is not there is fine (clients delete to be sure), and a container whose record
-        is damaged is removed as far as its ID alone says -- its default job cgroup
-        ``/hostjob/<id>`` (killing what runs there) and its state directory with any
-        mount below it -- so that the ID is free again."""
+        is damaged is removed as far as its ID alone says (``delete.remove_damaged``)."""
         try:
             cls.load(container_id, root=root).delete(force=force)
         except ContainerNotFound:
@@ -756,122 +512,15 @@ class Container:
         except StateCorrupt as err:
             if not force:
                 raise
-            from hostjob import cgroups
+            from hostjob.runtime.delete import remove_damaged
 
-            store = StateStore(root)
-            with store.lock(container_id):
-                _remove_job_cgroup(cgroups.resolve_path("", container_id))
-                store.remove(container_id)
-            log.warning(f"{err}: removed its default cgroup and its state directory only")
+            remove_damaged(StateStore(root), container_id, err)
 
     def delete(self, *, force: bool = False) -> None:
         """Delete a created or stopped container (any container with ``force``)."""
-        with self.store.lock(self.id):
-            self.reload()
-            current = self.status
-            status.require_delete(self.id, current, force)
-            # A created container never ran its program; running ones were forced.
-            grace = stop_grace() if current == Status.STOPPED else 0.0
-            self._destroy(grace=grace, run_poststop=True)
+        from hostjob.runtime.delete import delete
 
-    def _destroy(self, *, grace: float, run_poststop: bool) -> None:
-        """Tear everything down; safe on any partial state, idempotent."""
-        record = self.record
-        if record is None:
-            self.store.remove(self.id)
-            return
-        job = record.config
-        if record.watcher and record.watcher[0] != os.getpid():
-            _kill_watcher(record.watcher)  # first: it would restart what is killed next
-        if record.pid:
-            proc.signal_process(record.pid, record.start_time, sig.SIGKILL)
-        faults.point("delete:after-kill")
-        if self.owns_cgroup():
-            from hostjob import cgroups
-
-            path, mounts = job.cgroups_path, self._cgroup_mounts()
-            # Mostly the job has ended: one rmdir a hierarchy, no manager to load.
-            if mounts is None or not cgroups.remove_if_empty(path, mounts, _cgroup_top(path)):
-                manager = self.cgroup()
-                if grace > 0:
-                    manager.terminate(grace)  # the job outlived its init: TERM, then KILL
-                _remove_job_cgroup(path, manager)
-        faults.point("delete:after-cgroup")
-        entries = record.undo
-        # A bind-mode container may share paths it made or adopted with others: which of
-        # them to remove is decided, and its record goes, under the state root's lock --
-        # two containers deleted at once must not each keep a path for the other.
-        shared = self.store.lock_shared_paths() if job.mount_mode == "bind" and entries else None
-        try:
-            if shared is not None:
-                entries = self._not_shared(entries)
-            if entries:
-                from hostjob.runtime.undo import undo
-
-                undo(entries)
-            faults.point("delete:after-unmount")
-            self.store.remove(self.id)
-        finally:
-            if shared is not None:
-                shared.release()
-        poststop = job.hooks_for("poststop")
-        if run_poststop and poststop and record.phase == PHASE_CREATED:
-            from hostjob.runtime import hooks
-
-            try:
-                hooks.run_hooks("poststop", poststop, self._hook_state(Status.STOPPED, None))
-            except HookError as err:
-                log.warning(str(err))
-
-    def _adopt_shared_paths(self, targets: list[str]) -> None:
-        """Share the removal of what another container created at or above one of
-        ``targets`` (canonical): whichever of them is deleted last removes it. Entries
-        come before this container's own (the undo log runs newest first: children
-        before their parents)."""
-        from hostjob import fsutil
-        from hostjob.runtime.undo import REMOVE
-
-        assert self.record is not None
-        adopted: list[list[str]] = []
-        for other in Container.load_all(root=self.store.root):
-            if other.id == self.id or other.record is None:
-                continue
-            for entry in other.record.undo:
-                kind, path = entry[0], entry[1]
-                if kind == REMOVE and any(fsutil.under(target, path) for target in targets):
-                    adopted.append([kind, path])
-        self._record_change(*adopted)  # those not recorded yet, in one write
-
-    def _not_shared(self, entries: list[list[str]]) -> list[list[str]]:
-        """The undo entries of a bind-mode container that it alone needs: not a path
-        another container of this state root will remove, nor one where a mount lies at
-        or below it in any mount namespace rooted at the host's ``/`` (a bind-mode job
-        of another state root: removing the directory would unmount it there)."""
-        from hostjob import fsutil, mountinfo
-        from hostjob.runtime.undo import REMOVE
-
-        kept = [e for e in entries if not self._used_by_others(e[1])]
-        if not any(e[0] == REMOVE for e in kept):
-            return kept
-        points = mountinfo.points_of_host_rooted_namespaces()
-        return [e for e in kept if e[0] != REMOVE or not any(fsutil.under(p, e[1]) for p in points)]
-
-    def _used_by_others(self, path: str) -> bool:
-        """Whether another bind-mode container will remove ``path`` or something below
-        it (it made or adopted them): a mount point or volume target two containers
-        share outlives the first. Asked under the state root's lock, as adoption is."""
-        from hostjob import fsutil
-
-        for other in Container.load_all(root=self.store.root):
-            if other.id == self.id or other.record is None:
-                continue
-            if other.record.config.mount_mode != "bind":
-                continue
-            if any(fsutil.under(entry[1], path) for entry in other.record.undo):
-                return True
-        return False
-
-    # --- the job: pause, resume, ps, update, stats ----------------------------------------
+        delete(self, force=force)
 
     def pause(self) -> None:
         """Freeze every process of the job."""
@@ -925,78 +574,7 @@ class Container:
         return exec_in_job(self.config, self.record, entry, process, options or ExecOptions())
 
 
-def _remove_job_cgroup(path: str, manager: cgroups.Manager | None = None) -> None:
-    """Kill what is left in the job's cgroup ``path``, remove it, then the parents
-    hostjob made for it once they are empty (up to ``_cgroup_top``)."""
-    from hostjob import cgroups
-
-    manager = manager or cgroups.open_manager(path)
-    manager.destroy()
-    cgroups.remove_empty_ancestors(manager.dirs(), path, _cgroup_top(path))
-
-
-def _host_setup_due(job: JobConfig) -> bool:
-    """Whether a host-mode rootfs has anything to bind, link or make read-only; else
-    (containerd's default config) it is used where it is, and mounts is not loaded."""
-    return job.mount_mode != "bind" and bool(job.bind_rootfs or job.volumes or job.readonly)
-
-
-def _cgroup_top(path: str) -> str:
-    """The highest cgroup hostjob may remove above a job's: ``/hostjob``, or for a
-    ``--systemd-cgroup`` path mapped onto cgroupfs its top slice (without systemd, those
-    slices exist because hostjob made them)."""
-    from hostjob.cgroups import CGROUP_PARENT
-
-    if path.endswith(".scope"):
-        return "/" + path.strip("/").split("/")[0]
-    return CGROUP_PARENT
-
-
-def _refuse_existing_cgroup(path: str, manager: cgroups.Manager) -> None:
-    """A job owns its cgroup: teardown (a failed create, delete, kill --all) kills every
-    process in it and removes it. So the cgroup must be one hostjob makes for this
-    container: a cgroupsPath naming one that exists already, in any hierarchy (a
-    typo'd ``/system.slice``, another job's, an empty one someone prepared), is
-    refused before anything is made. runc adopts an existing empty cgroup; SPEC §10
-    says never."""
-    found = [d for d in manager.dirs() if os.path.isdir(d)]
-    if found:
-        raise CgroupExists(path, found[0], manager.pids())
-
-
-def _kill_watcher(watcher: list[int]) -> None:
-    """SIGKILL the container's watcher, and see it gone (``delete`` leaves no process)."""
-    fd = proc.open_pidfd(watcher[0], watcher[1])
-    if fd is None:
-        return
-    try:
-        sig.pidfd_send_signal(fd, sig.SIGKILL)
-        proc.wait_pidfd(fd, 5.0)
-    except ProcessLookupError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _monotonic() -> float:
     import time
 
     return time.monotonic()
-
-
-def _listen_fds() -> int:
-    """Socket-activation fds handed to us (sd_listen_fds), passed on to the container."""
-    value = os.environ.get("LISTEN_FDS", "")
-    if not value.isdigit():
-        return 0
-    pid = os.environ.get("LISTEN_PID")
-    if pid and pid != str(os.getpid()):
-        return 0
-    return int(value)
-
-
-def _reap_quietly(pid: int) -> None:
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass

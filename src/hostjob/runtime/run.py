@@ -17,7 +17,9 @@ import os
 
 from hostjob.errors import ContainerNotFound, HostjobError
 from hostjob.runtime import proc
-from hostjob.runtime.container import Container, CreateOptions, stop_grace
+from hostjob.runtime.container import Container
+from hostjob.runtime.create import CreateOptions
+from hostjob.runtime.delete import stop_grace
 from hostjob.runtime.foreground import TerminalPair, ignore_signals, reap_orphans, wait_attached
 
 TYPE_CHECKING = False

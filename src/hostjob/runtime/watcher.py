@@ -43,7 +43,8 @@ import time
 from hostjob import log
 from hostjob.errors import ContainerNotFound, HostjobError, InvalidState
 from hostjob.runtime import crilog, policy, proc
-from hostjob.runtime.container import Container, stop_grace
+from hostjob.runtime.container import Container
+from hostjob.runtime.delete import stop_grace
 from hostjob.runtime.proc import sig
 from hostjob.runtime.state_dir import STDERR_FIFO, STDOUT_FIFO, WATCHER_LOCK, StateStore
 
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 
     from hostjob.fsutil import FileLock
     from hostjob.job import JobConfig
-    from hostjob.runtime.container import CreateOptions
+    from hostjob.runtime.create import CreateOptions
     from hostjob.runtime.state_dir import ExitStatus
 
     Handover = tuple[FileLock, tuple[int, int]]  # what the forked watcher keeps
@@ -141,9 +142,9 @@ def _take_lock(store: StateStore, container_id: str) -> FileLock:
 
 def _preserved_fds(options: CreateOptions) -> range:
     """Socket-activation fds and ``--preserve-fds``: the container's init gets them."""
-    from hostjob.runtime.container import _listen_fds
+    from hostjob.runtime.create import listen_fds
 
-    return range(3, 3 + _listen_fds() + options.preserve_fds)
+    return range(3, 3 + listen_fds() + options.preserve_fds)
 
 
 def _fork_watcher(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from hostjob.cli.args import FLAG, INT, VALUE, Command, Option
-from hostjob.runtime.container import Container, CreateOptions
+from hostjob.runtime.container import Container
+from hostjob.runtime.create import CreateOptions
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

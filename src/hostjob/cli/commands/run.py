@@ -19,7 +19,7 @@ import os
 from hostjob.cli.args import FLAG, INT, LIST, VALUE, Command, Option
 from hostjob.cli.commands.create import CREATE_OPTIONS
 from hostjob.errors import InvalidArgument
-from hostjob.runtime.container import CreateOptions
+from hostjob.runtime.create import CreateOptions
 from hostjob.runtime.run import run as run_container
 from hostjob.runtime.state_dir import validate_id
 
