@@ -267,8 +267,13 @@ def test_rlimit_above_hard_limit_fails_create(hj: Hostjob, bundle) -> None:
             "cannot write /proc/self/oom_score_adj (oomScoreAdj -1000): Permission denied",
         ),
         ({"user": {"uid": 1234, "gid": 1234}}, "setuid", "cannot set uid 1234: Operation not"),
+        (
+            {"capabilities": {"bounding": ["CAP_KILL"], "effective": ["CAP_KILL"]}},
+            "setpcap",
+            "cannot drop CAP_CHOWN from the bounding set: Operation not permitted",
+        ),
     ],
-    ids=["oom_score_adj", "setuid"],
+    ids=["oom_score_adj", "setuid", "bounding"],
 )
 def test_setup_errors_name_the_file_or_setting(
     hj: Hostjob,

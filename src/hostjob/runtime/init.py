@@ -486,9 +486,11 @@ def _switch_identity(plan: LaunchPlan) -> None:
     cap = 0
     try:
         step = "drop {} from the bounding set"  # named only on failure: ~40 steps
-        for cap in range(_last_cap() + 1):
-            if not bounding & (1 << cap):
-                linux.drop_bounding(cap)
+        try:
+            linux.drop_bounding(c for c in range(_last_cap() + 1) if not bounding & (1 << c))
+        except OSError as err:
+            cap = int(err.filename)
+            raise
         step = "keep capabilities across the user switch (prctl PR_SET_KEEPCAPS)"
         linux.set_keepcaps(True)
         _set_user(user.uid, user.gid, user.groups)
