@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,13 @@ from tests.helpers import Hostjob, cgroup_dirs, make_bundle, mounts_under
 # A loaded 2-core CI machine must not turn slow input generation into failures.
 settings.register_profile("hostjob", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("hostjob")
+
+# A suite started in the background by a shell without job control (`nohup cmd &`, a CI
+# runner's script) inherits SIGINT ignored, and so would every process a test starts: the
+# tests that stop one with SIGINT, as Ctrl-C does (a live `stats`, the racers), hang.
+# Caught here, it is back at its default in every program the tests exec.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
