@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,13 +25,18 @@ _name = st.lists(_component, min_size=1, max_size=4).map("/".join) | st.sampled_
 )
 
 
-def _entries(outside: str):
+# Where link targets name the directory outside the layer: the test's own directory is
+# made when it runs (and removed after), so the strategy names it by this mark.
+OUTSIDE = "@OUTSIDE@"
+
+
+def _entries():
     target = st.sampled_from(
         [
-            outside,
-            outside + "/secret",
-            outside + "/dir",
-            "../" * 4 + outside.lstrip("/"),
+            "/" + OUTSIDE,
+            "/" + OUTSIDE + "/secret",
+            "/" + OUTSIDE + "/dir",
+            "../" * 4 + OUTSIDE,
             "a",
             "a/b",
             "b",
@@ -68,22 +74,35 @@ def _snapshot(path: str) -> dict[str, tuple[int, int, bytes | None]]:
     return out
 
 
-_BASE = tempfile.mkdtemp(prefix="hostjob-prop-")
-_OUTSIDE = os.path.join(_BASE, "outside")
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    path = tmp_path_factory.mktemp("unpack-property")
+    yield str(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _placed(entries: list[dict], outside: str) -> list[dict]:
+    """The entries with their link targets naming ``outside``."""
+
+    def place(link: str) -> str:
+        return link.replace("/" + OUTSIDE, outside).replace(OUTSIDE, outside.lstrip("/"))
+
+    return [dict(e, linkname=place(e["linkname"])) if "linkname" in e else e for e in entries]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(entries=_entries(_OUTSIDE))
-def test_nothing_escapes(entries):
-    layers = os.path.join(_BASE, "layers")
+@given(entries=_entries())
+def test_nothing_escapes(base: str, entries: list[dict]) -> None:
+    outside = os.path.join(base, "outside")
+    layers = os.path.join(base, "layers")
     shutil.rmtree(layers, ignore_errors=True)
-    shutil.rmtree(_OUTSIDE, ignore_errors=True)
-    os.makedirs(os.path.join(_OUTSIDE, "dir"))
+    shutil.rmtree(outside, ignore_errors=True)
+    os.makedirs(os.path.join(outside, "dir"))
     os.makedirs(layers)
-    Path(_OUTSIDE, "secret").write_text("secret")
-    before = _snapshot(_OUTSIDE)
-    before_base = sorted(os.listdir(_BASE))
-    tar = make_tar(entries)
+    Path(outside, "secret").write_text("secret")
+    before = _snapshot(outside)
+    before_base = sorted(os.listdir(base))
+    tar = make_tar(_placed(entries, outside))
     try:
         unpack.unpack_to(_Reader(tar), os.path.join(layers, "L"))
     except ImageError as err:
@@ -91,8 +110,8 @@ def test_nothing_escapes(entries):
         assert os.listdir(layers) == []
     else:
         assert os.listdir(layers) == ["L"]
-    assert _snapshot(_OUTSIDE) == before
-    assert sorted(os.listdir(_BASE)) == before_base
+    assert _snapshot(outside) == before
+    assert sorted(os.listdir(base)) == before_base
 
 
 class _Reader:
@@ -103,7 +122,3 @@ class _Reader:
 
     def read(self, n: int = -1) -> bytes:
         return self.f.read(n)
-
-
-def teardown_module() -> None:
-    shutil.rmtree(_BASE, ignore_errors=True)
