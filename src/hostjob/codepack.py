@@ -88,8 +88,8 @@ class PackFinder:
         # The stubs want an importlib.abc.Loader; the import system wants the two methods.
         spec = ModuleSpec(name, self, origin=origin, is_package=is_package)  # type: ignore[arg-type]
         spec.has_location = True  # __file__ is the source, as for a .pyc
-        # __cached__: the compiled code's file, the pack (worked out from the source's
-        # name otherwise: ~2 us a module)
+        # __cached__: the compiled code's file, the pack (else importlib works it out from
+        # the source's name, in Python, for every module: ~1.9 M instructions of a `state`)
         spec.cached = self.path
         if is_package:
             spec.submodule_search_locations = [os.path.dirname(origin)]

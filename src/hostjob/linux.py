@@ -220,14 +220,14 @@ def set_keepcaps(keep: bool) -> None:
 def drop_bounding(caps: Iterable[int]) -> None:
     """Drop each of ``caps`` from the bounding set: a prctl each (a container process
     drops ~40 of them before its program runs, so the C function and the zero argument
-    are bound once, not per call). OSError's ``filename`` is the capability that failed
-    (its number, as a string)."""
+    are bound once, not per call). OSError's ``filename`` names the capability that
+    failed (``cap_name``)."""
     ffi = _ffi()
     call, ulong, zero = ffi.libc.prctl, ffi.ULong, ffi.ULong(0)
     for cap in caps:
         if call(PR_CAPBSET_DROP, ulong(cap), zero, zero, zero) < 0:
             err = ffi.get_errno()
-            raise OSError(err, os.strerror(err), str(cap))
+            raise OSError(err, os.strerror(err), cap_name(cap))
 
 
 def raise_ambient(cap: int) -> None:
@@ -297,6 +297,13 @@ CAP_NAMES = (
     "CAP_CHECKPOINT_RESTORE",
 )
 CAP_NUMBERS = {name: number for number, name in enumerate(CAP_NAMES)}
+
+
+def cap_name(cap: int) -> str:
+    """``CAP_KILL`` for 5; a number this table does not know (a newer kernel's) as such."""
+    return CAP_NAMES[cap] if cap < len(CAP_NAMES) else f"capability {cap}"
+
+
 CAP_SETS = ("bounding", "effective", "inheritable", "permitted", "ambient")
 
 

@@ -268,7 +268,7 @@ class Container:
 
     def _record_change(self, *entries: list[str]) -> None:
         """Persist undo entries, in one write, before the changes they undo are made (no
-        write for entries recorded already: ``mounts.planned_undo``'s)."""
+        write for entries recorded already: ``mounts.plan_host``'s)."""
         assert self.record is not None
         undo = self.record.undo
         count = len(undo)

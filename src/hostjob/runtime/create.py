@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from hostjob.job import DaemonConfig, JobConfig
     from hostjob.runtime.container import Container
     from hostjob.runtime.init import Child
-    from hostjob.runtime.mounts import RootfsProvider
+    from hostjob.runtime.mounts import HostPlan, RootfsProvider
 
 
 class CreateOptions:
@@ -152,6 +152,7 @@ def create_from_config(
         restarts=0 if options.daemon is not None else None,
     )
     container = cls(store, container_id, record)
+    host_plan = None
     child = None
     written: list[str] = []  # the pid file, once written
     try:
@@ -159,7 +160,9 @@ def create_from_config(
             from hostjob.runtime import mounts
 
             # What the rootfs's set-up will record goes in this first write already.
-            record.undo = mounts.planned_undo(job)
+            host_plan = mounts.plan_host(job)
+            if host_plan is not None:
+                record.undo = list(host_plan.undo)
         # The record comes first: whatever happens below, delete --force can undo it.
         store.write(record)
         faults.point("create:after-state-dir")
@@ -171,7 +174,7 @@ def create_from_config(
             store.write(record)
             raise
         faults.point("create:after-cgroup")
-        _prepare_rootfs(container, options)
+        _prepare_rootfs(container, options, host_plan)
         faults.point("create:after-mount")
         fifo = None
         if not release_by_pipe:
@@ -248,7 +251,9 @@ def create_from_config(
     return container, child
 
 
-def _prepare_rootfs(container: Container, options: CreateOptions) -> None:
+def _prepare_rootfs(
+    container: Container, options: CreateOptions, host_plan: HostPlan | None
+) -> None:
     job = container.config
     if options.bundle_config is not None:
         from hostjob import fsutil, jsonio
@@ -277,7 +282,7 @@ def _prepare_rootfs(container: Container, options: CreateOptions) -> None:
     elif _host_setup_due(job):
         from hostjob.runtime import mounts
 
-        mounts.prepare_host(job, container._record_change)
+        mounts.prepare_host(job, container._record_change, host_plan)
 
 
 def _prepare_output(container: Container, daemon: DaemonConfig) -> tuple[str, str]:

@@ -483,14 +483,13 @@ def _switch_identity(plan: LaunchPlan) -> None:
 
     # runc's order: bounding set, keep caps across setuid, switch, then the sets.
     bounding = wanted[0]
+    try:
+        linux.drop_bounding(c for c in range(_last_cap() + 1) if not bounding & (1 << c))
+    except OSError as err:
+        what = f"cannot drop {err.filename} from the bounding set"
+        raise StartError(f"{what}: {_reason(err)}") from err
     cap = 0
     try:
-        step = "drop {} from the bounding set"  # named only on failure: ~40 steps
-        try:
-            linux.drop_bounding(c for c in range(_last_cap() + 1) if not bounding & (1 << c))
-        except OSError as err:
-            cap = int(err.filename)
-            raise
         step = "keep capabilities across the user switch (prctl PR_SET_KEEPCAPS)"
         linux.set_keepcaps(True)
         _set_user(user.uid, user.gid, user.groups)
@@ -511,7 +510,7 @@ def _switch_identity(plan: LaunchPlan) -> None:
             if ambient & (1 << cap):
                 linux.raise_ambient(cap)
     except OSError as err:
-        step = step.format(_cap_name(cap))
+        step = step.format(linux.cap_name(cap))
         raise StartError(f"cannot {step}: {_reason(err)}") from err
 
 
@@ -525,12 +524,6 @@ def _set_user(uid: int, gid: int, groups: list[int]) -> None:
         os.setuid(uid)
     except OSError as err:
         raise StartError(f"cannot {step}: {_reason(err)}") from err
-
-
-def _cap_name(cap: int) -> str:
-    from hostjob.linux import CAP_NAMES
-
-    return CAP_NAMES[cap] if cap < len(CAP_NAMES) else f"capability {cap}"
 
 
 def _last_cap() -> int:

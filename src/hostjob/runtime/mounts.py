@@ -63,46 +63,59 @@ if TYPE_CHECKING:
 # which a RootfsProvider records with too.
 
 
-def prepare_host(job: JobConfig, record: Record) -> None:
+def prepare_host(job: JobConfig, record: Record, plan: HostPlan | None = None) -> None:
     """Set up the sandbox mount point and volume links for a host-mode container (its
-    rootfs, a directory, the caller has checked)."""
-    if job.bind_rootfs:
-        _bind_rootfs(job, record)
+    rootfs, a directory, the caller has checked). ``plan``: ``plan_host``'s, made ahead
+    (its undo entries recorded already); else it is made here."""
+    if plan is None:
+        if job.bind_rootfs:
+            _bind_rootfs(job, record)
+        plan = HostPlan(job)
     # The links go into the rootfs itself, not through a bound mount point: that one may
     # be made read-only below, and delete removes them before it unmounts the point
     # (the undo log runs newest first), when a read-only mount would refuse (EROFS).
     # Every link is planned first and all of their undo entries go in one write (the
     # record is rewritten whole: one write instead of one per link and directory).
-    links, entries = _plan_links(job)
-    if entries:
-        record(*entries)
-    for link in links:
+    if plan.undo:
+        record(*plan.undo)
+    for link in plan.links:
         link.make()
     if job.readonly:
         from hostjob import linux
 
-        if not job.bind_rootfs:
+        if plan.self_bind:
             # Read-only needs a mount; the rootfs itself is the mount point here. It
             # may be a mount already (containerd's and podman's rootfs are): delete
             # takes off what is above that one, never it.
-            record(_self_bind_entry(job))
             linux.mount(job.rootfs, job.rootfs, None, linux.MS_BIND | linux.MS_REC)
         point = job.mount_point
         _remount_path(_canonical(point, f"mount point {point}"), point, linux.MS_RDONLY)
 
 
-def planned_undo(job: JobConfig) -> list[list[str]]:
-    """The undo entries ``prepare_host`` will record, worked out without changing
-    anything, so that ``create`` can put them in its first write of the record (and
-    ``prepare_host``'s recording of the same entries costs no write). Only where they do
-    not depend on a step before them: none for a mount point of its own (its
+class HostPlan:
+    """What ``prepare_host`` does to a host-mode rootfs once its mount point is there,
+    worked out and checked without changing anything: its volume links and, for a
+    read-only rootfs that is its own mount point, its bind onto itself. ``undo``: all of
+    their undo entries, links first (the undo log runs newest first: the bind comes off
+    before the links in the rootfs are removed)."""
+
+    __slots__ = ("links", "self_bind", "undo")
+
+    def __init__(self, job: JobConfig) -> None:
+        self.links, self.undo = _plan_links(job)
+        self.self_bind = _self_bind_entry(job) if job.readonly and not job.bind_rootfs else None
+        if self.self_bind:
+            self.undo.append(self.self_bind)
+
+
+def plan_host(job: JobConfig) -> HostPlan | None:
+    """``prepare_host``'s plan, made ahead, so that ``create`` puts its undo entries in its
+    first write of the record (and ``prepare_host``'s recording of them costs no write).
+    None where a step depends on one before it: a mount point of its own (its
     directories and bind come first) or a rootfs that is not a directory yet."""
     if job.bind_rootfs or not os.path.isdir(job.rootfs):
-        return []
-    _links, entries = _plan_links(job)
-    if job.readonly:
-        entries.append(_self_bind_entry(job))
-    return entries
+        return None
+    return HostPlan(job)
 
 
 def _plan_links(job: JobConfig) -> tuple[list[_Link], list[list[str]]]:
