@@ -31,7 +31,7 @@ them (root, for a system install): it is trusted as they are.
 # No ``from __future__ import annotations`` here (see above): the annotations that name
 # what only type checkers import are strings.
 import marshal
-import os
+import posix
 import sys
 from _frozen_importlib import ModuleSpec
 from _frozen_importlib_external import MAGIC_NUMBER, ExtensionFileLoader
@@ -54,7 +54,7 @@ Index = dict[str, tuple[int, str, int, int, int, int]]
 
 
 def pack_path(package_dir: str) -> str:
-    return os.path.join(package_dir, "__pycache__", f"codepack.{sys.implementation.cache_tag}.bin")
+    return f"{package_dir}/__pycache__/codepack.{sys.implementation.cache_tag}.bin"
 
 
 class PackFinder:
@@ -75,7 +75,7 @@ class PackFinder:
             return None
         kind, origin, mtime, size, offset, length = entry
         try:
-            st = os.stat(origin)
+            st = posix.stat(origin)
         except OSError:
             return None
         if (int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF) != (mtime, size):
@@ -92,7 +92,7 @@ class PackFinder:
         # the source's name, in Python, for every module: ~1.9 M instructions of a `state`)
         spec.cached = self.path
         if is_package:
-            spec.submodule_search_locations = [os.path.dirname(origin)]
+            spec.submodule_search_locations = [origin.rpartition("/")[0]]
         spec.loader_state = (offset, length)
         return spec
 
@@ -110,12 +110,12 @@ class PackFinder:
         # A forked container process closes every fd it does not keep: the number may
         # be gone, or name another file by now. Reopened then.
         try:
-            if os.fstat(self.fd).st_ino != self.ino:
+            if posix.fstat(self.fd).st_ino != self.ino:
                 raise OSError
         except OSError:
-            self.fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-            self.ino = os.fstat(self.fd).st_ino
-        data = os.pread(self.fd, length, self.base + offset)
+            self.fd = posix.open(self.path, posix.O_RDONLY | posix.O_CLOEXEC)
+            self.ino = posix.fstat(self.fd).st_ino
+        data = posix.pread(self.fd, length, self.base + offset)
         if len(data) != length:
             raise ImportError(f"{self.path} is truncated")
         return data
@@ -124,24 +124,26 @@ class PackFinder:
 def install(package_dir: str) -> "PackFinder | None":
     """Put the pack of the hostjob package at ``package_dir`` first on ``sys.meta_path``;
     None (and nothing changed) when there is none or it is not for this Python."""
-    if os.environ.get("HOSTJOB_NO_CODEPACK") == "1":
+    # posix, not os, all through the runtime path (see hostjob.paths); posix.environ is
+    # the bytes dict under os.environ
+    if posix.environ.get(b"HOSTJOB_NO_CODEPACK") == b"1":
         return None
     path = pack_path(package_dir)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = posix.open(path, posix.O_RDONLY | posix.O_CLOEXEC)
     except OSError:
         return None
     try:
-        head = os.pread(fd, 12, 0)
+        head = posix.pread(fd, 12, 0)
         if len(head) != 12 or head[:4] != _HEAD or head[4:8] != MAGIC_NUMBER:
             raise ValueError("not a pack for this Python")
         size = int.from_bytes(head[8:12], "little")
-        index = marshal.loads(os.pread(fd, size, 12))
+        index = marshal.loads(posix.pread(fd, size, 12))
         if type(index) is not dict:
             raise ValueError("no index")
-        finder = PackFinder(path, fd, os.fstat(fd).st_ino, 12 + size, index)
+        finder = PackFinder(path, fd, posix.fstat(fd).st_ino, 12 + size, index)
     except (OSError, ValueError, EOFError, TypeError):
-        os.close(fd)
+        posix.close(fd)
         return None
     sys.meta_path.insert(0, finder)
     return finder
@@ -165,6 +167,7 @@ def build(package_dir: str) -> int:
     compiled from its source without docstrings (``__future__``: from its ``.pyc`` where
     that is current); the number of modules. Written whole or not at all."""
     import importlib.util
+    import os
 
     from hostjob import fsutil
 
@@ -265,5 +268,7 @@ def _current_pyc(path: str, mtime: int, size: int) -> bytes | None:
 
 
 if __name__ == "__main__":  # python -m hostjob.codepack: the pack of this installed hostjob
+    import os
+
     count = build(os.path.dirname(os.path.abspath(__file__)))
     print(f"codepack: {count} modules")

@@ -16,9 +16,7 @@ lines SPEC §2 asks for (a warning per ignored field).
 
 from __future__ import annotations
 
-import os
-
-from hostjob import log
+from hostjob import log, paths
 from hostjob.errors import ConfigError
 from hostjob.job import (
     PRIVATE,
@@ -101,7 +99,7 @@ def rootfs_of(spec: wire.Spec, bundle: str) -> str:
     """The container's rootfs: ``root.path``, relative to the bundle."""
     if spec.root is None or not spec.root.path:
         raise ConfigError("root.path is required", "root.path")
-    return os.path.normpath(os.path.join(bundle, spec.root.path))
+    return paths.normpath(paths.join(bundle, spec.root.path))
 
 
 def to_job_config(
@@ -316,7 +314,7 @@ def _mount_point(
         asked, path = annotations[ANNOTATION_MOUNT_POINT], f"annotations.{ANNOTATION_MOUNT_POINT}"
     elif annotations.get(HCS_ROOTFS_LOCATION):
         location = annotations[HCS_ROOTFS_LOCATION]
-        asked = os.path.join(location, container_id)
+        asked = paths.join(location, container_id)
         path = f"annotations.{HCS_ROOTFS_LOCATION}"
     if asked is not None:
         asked = validate_mount_point(asked, path)
@@ -329,9 +327,9 @@ _SYSTEM_TREES = ("/proc", "/sys", "/dev")
 
 
 def validate_mount_point(path: str, json_path: str) -> str:
-    if not os.path.isabs(path):
+    if not paths.isabs(path):
         raise ConfigError(f"the mount point must be an absolute path, not {path!r}", json_path)
-    path = os.path.normpath(path)
+    path = paths.normpath(path)
     if path == "/" or any(path == t or path.startswith(t + "/") for t in _SYSTEM_TREES):
         raise ConfigError(f"refusing to use {path} as the mount point", json_path)
     return path
@@ -348,8 +346,8 @@ def _volumes(mounts: list[wire.Mount], bundle: str) -> list[Volume]:
                 raise ConfigError("a bind mount needs a source", f"mounts[{i}].source")
             volumes.append(
                 Volume(
-                    source=os.path.normpath(os.path.join(bundle, mount.source)),
-                    destination=os.path.normpath(os.path.join("/", mount.destination)),
+                    source=paths.normpath(paths.join(bundle, mount.source)),
+                    destination=paths.normpath(paths.join("/", mount.destination)),
                     readonly="ro" in options,
                     propagation=_propagation(options),
                 )
@@ -399,7 +397,7 @@ def _hooks(hooks: wire.Hooks | None) -> dict[str, list[Hook]]:
         converted = []
         for i, hook in enumerate(entries):
             path = f"hooks.{point}[{i}]"
-            if not hook.path or not os.path.isabs(hook.path):
+            if not hook.path or not paths.isabs(hook.path):
                 raise ConfigError("a hook path must be absolute", f"{path}.path")
             if hook.timeout is not None and hook.timeout <= 0:
                 raise ConfigError("a hook timeout must be positive", f"{path}.timeout")
@@ -428,7 +426,7 @@ def process_config(process: wire.Process, path: str) -> ProcessConfig:
     # The sandbox variable makes a cwd absolute once substituted.
     if (
         process.cwd
-        and not os.path.isabs(process.cwd)
+        and not paths.isabs(process.cwd)
         and "CONTAINER_SANDBOX_MOUNT_POINT" not in process.cwd
     ):
         raise ConfigError("cwd must be an absolute path", f"{path}.cwd")

@@ -8,9 +8,11 @@ point costs one comparison.
 
 from __future__ import annotations
 
-import os
+import posix
 
-_CRASH_AT = os.environ.get("HOSTJOB_CRASH_AT", "")
+from hostjob.env import getenv
+
+_CRASH_AT = getenv("HOSTJOB_CRASH_AT", "")
 
 # Every point, in the order a lifecycle reaches them (tests iterate over this).
 POINTS = (
@@ -38,4 +40,4 @@ IMAGE_POINTS = ("create:before-overlay",)
 
 def point(name: str) -> None:
     if name == _CRASH_AT:
-        os.kill(os.getpid(), 9)
+        posix.kill(posix.getpid(), 9)

@@ -7,7 +7,7 @@ only locks (``start``) loads nothing else.
 from __future__ import annotations
 
 import fcntl
-import os
+import posix
 import time
 
 
@@ -22,7 +22,7 @@ class FileLock:
 
     def release(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
+            posix.close(self.fd)
             self.fd = -1
 
     def __enter__(self) -> FileLock:
@@ -52,21 +52,21 @@ def lock_fd(
                     raise
                 time.sleep(0.001)
     except BaseException:
-        os.close(fd)
+        posix.close(fd)
         raise
     return FileLock(fd)
 
 
 def lock_file(path: str, *, shared: bool = False, wait: bool = True) -> FileLock:
     """Lock the file ``path``, made (0600) if missing: ``with lock_file(p): ...``."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fd = posix.open(path, posix.O_RDWR | posix.O_CREAT | posix.O_NOFOLLOW | posix.O_CLOEXEC, 0o600)
     return lock_fd(fd, shared=shared, wait=wait)
 
 
 def is_locked(path: str) -> bool:
     """Whether someone holds an exclusive lock on ``path`` now (False when it is gone)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = posix.open(path, posix.O_RDONLY | posix.O_CLOEXEC)
     except OSError:
         return False
     try:
@@ -74,5 +74,5 @@ def is_locked(path: str) -> bool:
     except BlockingIOError:
         return True
     finally:
-        os.close(fd)
+        posix.close(fd)
     return False

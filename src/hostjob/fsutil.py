@@ -32,15 +32,17 @@ It also holds the file helpers every part of hostjob shares:
 * **Directories** (``ensure_dir``): ``mkdir -p`` whose new directories get exactly
   the mode asked, whatever the umask.
 
-Light on purpose (``os``, ``stat``, ``errno``, ``fcntl``): runtime commands use it.
+Light on purpose (``posix``, ``stat``, ``errno``, ``fcntl``; not ``os``, see ``hostjob.paths``):
+runtime commands use it.
 """
 
 from __future__ import annotations
 
 import errno
-import os
+import posix
 import stat
 
+from hostjob import paths
 from hostjob.errors import MountError
 
 # Re-exported (see above).
@@ -55,7 +57,7 @@ if TYPE_CHECKING:
     from typing import BinaryIO
 
 # A directory below the anchor: never a symlink, never a blocking open.
-DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DIR_FLAGS = posix.O_RDONLY | posix.O_DIRECTORY | posix.O_NOFOLLOW | posix.O_CLOEXEC
 # How deep a removal holds directory fds open; deeper directories are moved up to
 # the top of the tree first (a hostile tree may be thousands of levels deep).
 _MAX_DEPTH = 64
@@ -78,13 +80,13 @@ def canonical(path: str) -> str:
     missing rest appended: the form in which the runtime records what it makes, so
     that undoing it later can walk every component without following anything."""
     for _ in range(_MAX_REFILLS):
-        head = os.path.abspath(path)
+        head = paths.abspath(path)
         tail: list[str] = []
-        while head != "/" and not os.path.lexists(head):
-            head, name = os.path.split(head)
+        while head != "/" and not paths.lexists(head):
+            head, name = paths.split(head)
             tail.append(name)
         try:
-            return os.path.join(os.path.realpath(head), *reversed(tail))
+            return paths.join(paths.realpath(head), *reversed(tail))
         except OSError:
             continue  # a symlink swapped for a directory mid-way (readlink: EINVAL)
     raise OSError(errno.EBUSY, f"{path} keeps changing")
@@ -97,7 +99,7 @@ def under(path: str, root: str) -> bool:
 
 def open_anchor(path: str) -> int:
     """A directory fd for a trusted path (symlinks in it are followed: it is ours)."""
-    return os.open(path or "/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    return posix.open(path or "/", posix.O_RDONLY | posix.O_DIRECTORY | posix.O_CLOEXEC)
 
 
 def walk(dir_fd: int, names: list[str]) -> int:
@@ -105,24 +107,24 @@ def walk(dir_fd: int, names: list[str]) -> int:
     a time with ``O_NOFOLLOW``: a symlink anywhere raises ``ELOOP`` (or ``ENOTDIR``)."""
     fd, reached = walk_existing(dir_fd, names)
     if reached < len(names):
-        os.close(fd)
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), names[reached])
+        posix.close(fd)
+        raise FileNotFoundError(errno.ENOENT, posix.strerror(errno.ENOENT), names[reached])
     return fd
 
 
 def walk_existing(dir_fd: int, names: list[str]) -> tuple[int, int]:
     """``walk`` as far as ``names`` exist: a new fd of the last directory reached and how
     many of ``names`` were (a symlink on the way still raises)."""
-    fd = os.dup(dir_fd)
+    fd = posix.dup(dir_fd)
     for i, name in enumerate(names):
         try:
-            child = os.open(name, DIR_FLAGS, dir_fd=fd)
+            child = posix.open(name, DIR_FLAGS, dir_fd=fd)
         except FileNotFoundError:
             return fd, i
         except BaseException:
-            os.close(fd)
+            posix.close(fd)
             raise
-        os.close(fd)
+        posix.close(fd)
         fd = child
     return fd, len(names)
 
@@ -133,7 +135,7 @@ def walk_path(path: str) -> int:
     try:
         return walk(root, parts(path))
     finally:
-        os.close(root)
+        posix.close(root)
 
 
 def make_dirs(
@@ -151,29 +153,29 @@ def make_dirs(
     ``i`` is made (record it for undo); ``after(fd)`` with the fd of each one this
     call made (not of one that someone else made meanwhile).
     """
-    fd = os.dup(dir_fd)
+    fd = posix.dup(dir_fd)
     try:
         for i, name in enumerate(names):
             try:
-                child = os.open(name, DIR_FLAGS, dir_fd=fd)
+                child = posix.open(name, DIR_FLAGS, dir_fd=fd)
             except FileNotFoundError:
                 if before is not None:
                     before(i)
                 made = True
                 try:
-                    os.mkdir(name, mode, dir_fd=fd)
+                    posix.mkdir(name, mode, dir_fd=fd)
                 except FileExistsError:
                     made = False  # made meanwhile by someone else: walked like any other
-                child = os.open(name, DIR_FLAGS, dir_fd=fd)
-                os.close(fd)
+                child = posix.open(name, DIR_FLAGS, dir_fd=fd)
+                posix.close(fd)
                 fd = child
                 if made and after is not None:
                     after(fd)
                 continue
-            os.close(fd)
+            posix.close(fd)
             fd = child
     except BaseException:
-        os.close(fd)
+        posix.close(fd)
         raise
     return fd
 
@@ -191,35 +193,35 @@ def unmount(path: str, flags: int, keep: int = -1) -> bool:
     symlink on the way)."""
     from hostjob import linux
 
-    parent, name = os.path.split(path)
+    parent, name = paths.split(path)
     if not name:
         raise OSError(errno.EINVAL, "refusing to unmount /")
     fd = walk_path(parent)
     try:
         try:
-            target = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            target = posix.open(name, posix.O_PATH | posix.O_NOFOLLOW | posix.O_CLOEXEC, dir_fd=fd)
         except FileNotFoundError:
             return False
         try:
             if mount_id(target) in (mount_id(fd), keep):
                 return False
         finally:
-            os.close(target)
+            posix.close(target)
         # The magic link /proc/self/fd/N is the directory we hold, whatever its path.
         linux.umount2(f"/proc/self/fd/{fd}/{name}", flags | linux.UMOUNT_NOFOLLOW)
         return True
     finally:
-        os.close(fd)
+        posix.close(fd)
 
 
 def mount_id(fd: int) -> int:
     """The id of the mount that holds the open file ``fd`` (from /proc/self/fdinfo):
     two directories of one device are on different mounts after a bind mount."""
-    info = os.open(f"/proc/self/fdinfo/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    info = posix.open(f"/proc/self/fdinfo/{fd}", posix.O_RDONLY | posix.O_CLOEXEC)
     try:
-        data = os.read(info, 4096)
+        data = posix.read(info, 4096)
     finally:
-        os.close(info)
+        posix.close(info)
     for line in data.split(b"\n"):
         if line.startswith(b"mnt_id:"):
             return int(line[7:])
@@ -228,7 +230,7 @@ def mount_id(fd: int) -> int:
 
 # --- atomic writes -----------------------------------------------------------------------
 
-_TEMP_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_TEMP_FLAGS = posix.O_RDWR | posix.O_CREAT | posix.O_EXCL | posix.O_NOFOLLOW | posix.O_CLOEXEC
 
 
 def temp_file(folder: str, prefix: str) -> tuple[int, str]:
@@ -237,9 +239,9 @@ def temp_file(folder: str, prefix: str) -> tuple[int, str]:
     ``O_EXCL | O_NOFOLLOW``: a name planted there (a symlink, a file) is skipped,
     never written through."""
     for _ in range(100):
-        path = os.path.join(folder, f"{prefix}{os.urandom(6).hex()}")
+        path = paths.join(folder, f"{prefix}{posix.urandom(6).hex()}")
         try:
-            return os.open(path, _TEMP_FLAGS, 0o600), path
+            return posix.open(path, _TEMP_FLAGS, 0o600), path
         except FileExistsError:
             continue
     raise FileExistsError(errno.EEXIST, f"no free temporary name in {folder}")
@@ -247,11 +249,11 @@ def temp_file(folder: str, prefix: str) -> tuple[int, str]:
 
 def fsync_dir(path: str) -> None:
     """Make a directory's entries (a rename into it) survive a power cut."""
-    fd = os.open(path or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fd = posix.open(path or ".", posix.O_RDONLY | posix.O_DIRECTORY | posix.O_CLOEXEC)
     try:
-        os.fsync(fd)
+        posix.fsync(fd)
     finally:
-        os.close(fd)
+        posix.close(fd)
 
 
 class AtomicFile:
@@ -276,7 +278,7 @@ class AtomicFile:
         self.file: BinaryIO | None = None
 
     def open_fd(self) -> int:
-        folder, name = os.path.split(self.path)
+        folder, name = paths.split(self.path)
         self.fd, self.tmp = temp_file(folder or ".", f".{name}.tmp-")
         return self.fd
 
@@ -289,30 +291,30 @@ class AtomicFile:
         try:
             if self.file is not None:
                 self.file.flush()
-            os.fchmod(self.fd, self.mode)
+            posix.fchmod(self.fd, self.mode)
             if self.durable:
-                os.fsync(self.fd)
+                posix.fsync(self.fd)
             self._close()
-            os.rename(self.tmp, self.path)
+            posix.rename(self.tmp, self.path)
         except BaseException:
             self.discard()
             raise
         if self.durable:
-            fsync_dir(os.path.dirname(self.path))
+            fsync_dir(paths.dirname(self.path))
 
     def _close(self) -> None:
         if self.file is not None:
             self.file.close()  # and its fd
             self.file = None
         elif self.fd >= 0:
-            os.close(self.fd)
+            posix.close(self.fd)
         self.fd = -1
 
     def discard(self) -> None:
         self._close()
         if self.tmp:
             try:
-                os.unlink(self.tmp)
+                posix.unlink(self.tmp)
             except FileNotFoundError:
                 pass
 
@@ -335,7 +337,7 @@ def write_atomic(path: str, data: bytes, *, mode: int = 0o644, durable: bool = F
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view) :]
+            view = view[posix.write(fd, view) :]
     except BaseException:
         atomic.discard()
         raise
@@ -349,18 +351,18 @@ def ensure_dir(path: str, mode: int = 0o755) -> None:
     """``mkdir -p path``: each directory this call makes gets exactly ``mode`` (missing
     parents 0o755) whatever the umask -- ``os.makedirs`` gives parents ``0o777 &
     ~umask``, world-writable under a umask of 0. Existing ones are left as they are."""
-    if os.path.isdir(path):
+    if paths.isdir(path):
         return
-    parent = os.path.dirname(path)
+    parent = paths.dirname(path)
     if parent and parent != path:
         ensure_dir(parent)
     try:
-        os.mkdir(path, mode)
+        posix.mkdir(path, mode)
     except FileExistsError:
-        if not os.path.isdir(path):
+        if not paths.isdir(path):
             raise
         return
-    os.chmod(path, mode)
+    posix.chmod(path, mode)
 
 
 # --- removal -----------------------------------------------------------------------------
@@ -377,8 +379,8 @@ def remove_tree(path: str, *, ignore_errors: bool = False) -> None:
         except (OSError, MountError):
             pass
         return
-    path = os.path.abspath(path)
-    parent, name = os.path.split(path)
+    path = paths.abspath(path)
+    parent, name = paths.split(path)
     if not name:
         raise ValueError("refusing to remove /")
     try:
@@ -388,7 +390,7 @@ def remove_tree(path: str, *, ignore_errors: bool = False) -> None:
     try:
         remove_entry(fd, name, path)
     finally:
-        os.close(fd)
+        posix.close(fd)
 
 
 def remove_entry(parent_fd: int, name: str, where: str = "") -> None:
@@ -397,12 +399,12 @@ def remove_entry(parent_fd: int, name: str, where: str = "") -> None:
     where = where or name
     for _ in range(_MAX_REFILLS):
         try:
-            st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+            st = posix.stat(name, dir_fd=parent_fd, follow_symlinks=False)
         except FileNotFoundError:
             return
         if not stat.S_ISDIR(st.st_mode):
             try:
-                os.unlink(name, dir_fd=parent_fd)
+                posix.unlink(name, dir_fd=parent_fd)
                 return
             except FileNotFoundError:
                 return
@@ -429,8 +431,8 @@ class _Dir:
 
 
 def _remove_dir(parent_fd: int, name: str, where: str) -> None:
-    st = os.fstat(parent_fd)
-    base = _Dir(parent_fd, "", os.path.dirname(where), st.st_dev, mount_id(parent_fd))
+    st = posix.fstat(parent_fd)
+    base = _Dir(parent_fd, "", paths.dirname(where), st.st_dev, mount_id(parent_fd))
     top = _enter(base, name, where)
     if top is None:
         return
@@ -445,9 +447,9 @@ def _remove_dir(parent_fd: int, name: str, where: str) -> None:
                     # Too deep to hold every level open: move it up to the top of the tree
                     # (the same filesystem and mount) and take it from there later.
                     hoisted += 1
-                    new_name = f".hostjob-rm-{os.getpid()}-{hoisted}"
+                    new_name = f".hostjob-rm-{posix.getpid()}-{hoisted}"
                     try:
-                        os.rename(sub, new_name, src_dir_fd=current.fd, dst_dir_fd=top.fd)
+                        posix.rename(sub, new_name, src_dir_fd=current.fd, dst_dir_fd=top.fd)
                     except FileNotFoundError:
                         continue
                     top.subdirs.append(new_name)
@@ -457,10 +459,10 @@ def _remove_dir(parent_fd: int, name: str, where: str) -> None:
                     stack.append(child)
                 continue
             stack.pop()
-            os.close(current.fd)
+            posix.close(current.fd)
             parent = stack[-1] if stack else None
             try:
-                os.rmdir(current.name, dir_fd=parent.fd if parent else base.fd)
+                posix.rmdir(current.name, dir_fd=parent.fd if parent else base.fd)
                 continue
             except FileNotFoundError:
                 continue
@@ -485,13 +487,13 @@ def _remove_dir(parent_fd: int, name: str, where: str) -> None:
             parent.refills += 1
             if code == errno.ENOTDIR:
                 try:
-                    os.unlink(current.name, dir_fd=parent.fd)
+                    posix.unlink(current.name, dir_fd=parent.fd)
                 except (FileNotFoundError, IsADirectoryError):
                     pass
             _clear_files(parent)
     finally:
         for frame in stack:
-            os.close(frame.fd)
+            posix.close(frame.fd)
 
 
 def _enter(parent: _Dir, name: str, path: str) -> _Dir | None:
@@ -500,22 +502,22 @@ def _enter(parent: _Dir, name: str, path: str) -> _Dir | None:
     (then it is unlinked: a symlink swapped in is removed, never followed)."""
     for _ in range(_MAX_REFILLS):
         try:
-            fd = os.open(name, DIR_FLAGS, dir_fd=parent.fd)
+            fd = posix.open(name, DIR_FLAGS, dir_fd=parent.fd)
         except FileNotFoundError:
             return None
         except OSError as err:
             if err.errno not in (errno.ELOOP, errno.ENOTDIR):
                 raise
             try:
-                os.unlink(name, dir_fd=parent.fd)
+                posix.unlink(name, dir_fd=parent.fd)
                 return None
             except FileNotFoundError:
                 return None
             except IsADirectoryError:
                 continue  # swapped back: open it again
-        st = os.fstat(fd)
+        st = posix.fstat(fd)
         if st.st_dev != parent.dev or mount_id(fd) != parent.mnt:
-            os.close(fd)
+            posix.close(fd)
             raise MountError(
                 f"cannot remove {path}: it is a mount point (hostjob never empties another"
                 " filesystem); unmount it first"
@@ -524,7 +526,7 @@ def _enter(parent: _Dir, name: str, path: str) -> _Dir | None:
         try:
             _clear_files(current)
         except BaseException:
-            os.close(fd)
+            posix.close(fd)
             raise
         return current
     raise OSError(errno.EBUSY, f"cannot remove {path}: it keeps changing")
@@ -533,11 +535,11 @@ def _enter(parent: _Dir, name: str, path: str) -> _Dir | None:
 def _clear_files(current: _Dir) -> None:
     """Unlink every entry of ``current`` but directories, which go to its ``subdirs``."""
     pending = set(current.subdirs)
-    with os.scandir(current.fd) as entries:
+    with posix.scandir(current.fd) as entries:
         for entry in entries:
             if not entry.is_dir(follow_symlinks=False):
                 try:
-                    os.unlink(entry.name, dir_fd=current.fd)
+                    posix.unlink(entry.name, dir_fd=current.fd)
                     continue
                 except FileNotFoundError:
                     continue

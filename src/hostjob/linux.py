@@ -19,7 +19,9 @@ Syscall numbers of the new mount API (open_tree 428 ... fspick 433) and of clone
 
 from __future__ import annotations
 
-import os
+import posix
+
+from hostjob import paths
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -70,7 +72,7 @@ FSCONFIG_CMD_CREATE = 6
 MOVE_MOUNT_F_EMPTY_PATH = 0x4
 MOVE_MOUNT_T_EMPTY_PATH = 0x40
 OPEN_TREE_CLONE = 0x1
-OPEN_TREE_CLOEXEC = os.O_CLOEXEC
+OPEN_TREE_CLOEXEC = posix.O_CLOEXEC
 AT_RECURSIVE = 0x8000
 AT_EMPTY_PATH = 0x1000
 AT_SYMLINK_NOFOLLOW = 0x100
@@ -165,12 +167,12 @@ def _lib() -> Any:
 def _check(result: int, *context: str) -> int:
     if result < 0:
         err = _ffi().get_errno()
-        raise OSError(err, os.strerror(err), *context[:1])
+        raise OSError(err, posix.strerror(err), *context[:1])
     return result
 
 
 def _b(value: str | None) -> bytes | None:
-    return None if value is None else os.fsencode(value)
+    return None if value is None else paths.fsencode(value)
 
 
 def mount(
@@ -227,7 +229,7 @@ def drop_bounding(caps: Iterable[int]) -> None:
     for cap in caps:
         if call(PR_CAPBSET_DROP, ulong(cap), zero, zero, zero) < 0:
             err = ffi.get_errno()
-            raise OSError(err, os.strerror(err), cap_name(cap))
+            raise OSError(err, posix.strerror(err), cap_name(cap))
 
 
 def raise_ambient(cap: int) -> None:
@@ -316,11 +318,11 @@ def last_cap() -> int:
     global _last_cap
     if _last_cap is None:
         try:
-            fd = os.open("/proc/sys/kernel/cap_last_cap", os.O_RDONLY | os.O_CLOEXEC)
+            fd = posix.open("/proc/sys/kernel/cap_last_cap", posix.O_RDONLY | posix.O_CLOEXEC)
             try:
-                _last_cap = int(os.read(fd, 32))
+                _last_cap = int(posix.read(fd, 32))
             finally:
-                os.close(fd)
+                posix.close(fd)
         except (OSError, ValueError):
             _last_cap = len(CAP_NAMES) - 1
     return _last_cap
@@ -359,7 +361,7 @@ _CLONE_ARGS_CGROUP = 10
 
 
 def fork_into_cgroup(cgroup_fd: int) -> int:
-    """``clone3(CLONE_INTO_CGROUP)``: ``os.fork()``, the child born in the cgroup2
+    """``clone3(CLONE_INTO_CGROUP)``: ``posix.fork()``, the child born in the cgroup2
     directory ``cgroup_fd``. Returns 0 in the child and its pid in the parent.
 
     The kernel places the child while copying it, under the read side of the lock a
@@ -370,7 +372,7 @@ def fork_into_cgroup(cgroup_fd: int) -> int:
 
     The call holds the GIL throughout (``PyDLL``): through a plain C call another
     thread could take the GIL while the process is copied, and the child would wait
-    forever for it. Python's side of a fork happens as ``os.fork()`` does it:
+    forever for it. Python's side of a fork happens as ``posix.fork()`` does it:
     ``PyOS_BeforeFork`` (before-fork handlers, the import lock), then
     ``PyOS_AfterFork_Child`` (the GIL, thread states and the import lock re-made,
     ``threading`` told, after-fork handlers) or ``PyOS_AfterFork_Parent``. What a raw
@@ -378,10 +380,10 @@ def fork_into_cgroup(cgroup_fd: int) -> int:
     arenas, stdio, the loader) and the thread's cached TID in the child. So:
 
     * call it only from a single-threaded process: with no other thread, no libc lock
-      can be held across the copy (the caller checks; a threaded one uses os.fork());
+      can be held across the copy (the caller checks; a threaded one uses posix.fork());
     * the child may run ordinary Python (allocate, import, read and write files, make
       syscalls, signal itself: glibc asks the kernel for its TID there) and must end
-      in ``execve`` or ``os._exit``; it must not start threads or call ``pthread_*``
+      in ``execve`` or ``posix._exit``; it must not start threads or call ``pthread_*``
       functions on itself (they would address the parent's TID), or rely on ``atexit``.
     """
     if TYPE_CHECKING:
@@ -404,7 +406,7 @@ def fork_into_cgroup(cgroup_fd: int) -> int:
     err = ffi.get_errno()
     api.PyOS_AfterFork_Parent()
     if pid < 0:
-        raise OSError(err, os.strerror(err), "clone3")
+        raise OSError(err, posix.strerror(err), "clone3")
     return int(pid)
 
 
@@ -442,7 +444,7 @@ def fs_context_messages(fd: int) -> list[str]:
     out = []
     while True:
         try:
-            data = os.read(fd, 4096)
+            data = posix.read(fd, 4096)
         except OSError:
             break
         if not data:

@@ -11,7 +11,7 @@ Errors are reported by ``hostjob.cli.main``, which also writes them here.
 
 from __future__ import annotations
 
-import os
+import posix
 import sys
 
 from hostjob import jsonio
@@ -54,11 +54,13 @@ def _emit(level: str, msg: str) -> None:
     if _path is not None:
         line = format_record(level, msg, _format) + "\n"
         try:
-            fd = os.open(_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            fd = posix.open(
+                _path, posix.O_WRONLY | posix.O_CREAT | posix.O_APPEND | posix.O_CLOEXEC, 0o644
+            )
             try:
-                os.write(fd, line.encode())
+                posix.write(fd, line.encode())
             finally:
-                os.close(fd)
+                posix.close(fd)
         except OSError:
             pass  # logging must never turn success into failure
     elif _to_stderr and level != "error":

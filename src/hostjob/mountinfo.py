@@ -2,12 +2,15 @@
 at or below a path (teardown), whether a path is a mount point (overlays), which
 mount holds a path (the writable layer's device), and the cgroup hierarchies.
 
-Light on purpose (``os`` only): runtime commands read it on their start-up path.
+Light on purpose (``posix`` only, not ``os``: see ``hostjob.paths``): runtime commands read it
+on their start-up path.
 """
 
 from __future__ import annotations
 
-import os
+import posix
+
+from hostjob import paths
 
 MOUNTINFO = "/proc/self/mountinfo"
 
@@ -70,7 +73,7 @@ def mounts_under(path: str) -> list[str]:
 
 
 def is_mountpoint(path: str) -> bool:
-    real = os.path.realpath(path)
+    real = paths.realpath(path)
     return any(m.point == real for m in read())
 
 
@@ -92,17 +95,17 @@ def points_of_host_rooted_namespaces() -> set[str]:
     whose mount points are relative to it). A path made for bind mode is removed only
     when none lies at or below it: ``rmdir`` would take other namespaces' mounts on it
     with it."""
-    root = os.stat("/")
+    root = posix.stat("/")
     seen: set[str] = set()
     points: set[str] = set()
-    for name in os.listdir("/proc"):
+    for name in posix.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
-            namespace = os.readlink(f"/proc/{name}/ns/mnt")
+            namespace = posix.readlink(f"/proc/{name}/ns/mnt")
             if namespace in seen:
                 continue
-            st = os.stat(f"/proc/{name}/root")
+            st = posix.stat(f"/proc/{name}/root")
             if (st.st_dev, st.st_ino) != (root.st_dev, root.st_ino):
                 continue
             mounts = read(f"/proc/{name}/mountinfo")

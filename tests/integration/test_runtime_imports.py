@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from tests.helpers import REPO, base_config, new_id
-from tests.unit.test_imports import FORBIDDEN
+from tests.unit.test_imports import FORBIDDEN, NOT_OS
 
 # Where the job has a cgroup2 cgroup (a v2 host, a hybrid host's unified hierarchy), its
 # processes are started in it by clone3(CLONE_INTO_CGROUP): create, exec and run bind C.
@@ -31,7 +31,7 @@ COMMON = {
     "hostjob.cli.main", "hostjob.job", "hostjob.errors", "hostjob.faults", "hostjob.jsonio",
     "hostjob.log", "hostjob.runtime", "hostjob.runtime.container", "hostjob.runtime.proc",
     "hostjob.runtime.status", "hostjob.runtime.state_dir", "hostjob.spec",
-    "hostjob.spec._decode",
+    "hostjob.spec._decode", "hostjob.paths", "hostjob.env",
 }  # fmt: skip
 MANAGER = (
     "hostjob.cgroups.v2"
@@ -108,6 +108,7 @@ def test_lifecycle_imports(tmp_path: Path, bundle) -> None:
             argv
         )
         assert "ctypes" not in modules, f"{argv[0]} imports ctypes, not just _ctypes"
+        assert sorted(modules & NOT_OS) == [], f"{argv[0]} imports os"
         if argv[0] in CLONE3_COMMANDS:
             assert ("_ctypes" in modules) == bool(ALLOWED[argv[0]]), argv[0]
         pinned = PINNED.get(argv[0])

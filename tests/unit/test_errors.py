@@ -33,7 +33,7 @@ def test_an_unexpected_exception_is_one_line(monkeypatch, capsys) -> None:
         raise ValueError("embedded null byte")
 
     monkeypatch.setattr(state, "run", broken)
-    monkeypatch.setattr(main.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(main.posix, "geteuid", lambda: 0)
     assert main.main(["--root", "/nonexistent-root", "state", "x"]) == 1
     err = capsys.readouterr().err
     assert err == "internal error: ValueError: embedded null byte\n"
@@ -43,12 +43,12 @@ def test_pid_file_temp_never_writes_through_a_symlink(tmp_path, monkeypatch) -> 
     """Issue 7: the pid file's temp file lies in the caller's directory; a symlink
     planted at its name (here: the name it draws first) made root write the pid
     through it. Now a planted name is skipped, never followed."""
-    import os
+    import posix
 
     from hostjob.runtime.state_dir import write_pid_file
 
     draws = iter([b"\0" * 6, b"\1" * 6])
-    monkeypatch.setattr(os, "urandom", lambda n: next(draws))
+    monkeypatch.setattr(posix, "urandom", lambda n: next(draws))
     victim = tmp_path / "victim"
     victim.write_text("precious")
     planted = tmp_path / f".pid.tmp-{'00' * 6}"
@@ -64,7 +64,7 @@ def _state_of_a_missing_container(
 ) -> tuple[int, list[str]]:
     from hostjob.cli import main
 
-    monkeypatch.setattr(main.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(main.posix, "geteuid", lambda: 0)
     root = str(tmp_path / "root")
     code = main.main([*flags, "--root", root, "state", "nope"])
     return code, capsys.readouterr().err.splitlines()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import posix
 import stat
 from pathlib import Path
 
@@ -83,7 +84,7 @@ def test_durable_writes_fsync_the_file_then_its_directory(
         synced.append(os.readlink(f"/proc/self/fd/{fd}"))
         real_fsync(fd)
 
-    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(posix, "fsync", fsync)  # what fsutil calls
     fsutil.write_atomic(str(tmp_path / "blob"), b"x", durable=True)
     assert len(synced) == 2
     assert os.path.basename(synced[0]).startswith(".blob.tmp-")  # before the rename
@@ -107,7 +108,7 @@ def test_temp_file_is_new_private_and_never_follows_a_plant(tmp_path: Path) -> N
 def test_temp_file_gives_up_when_every_name_is_taken(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(os, "urandom", lambda n: b"\0" * n)
+    monkeypatch.setattr(posix, "urandom", lambda n: b"\0" * n)
     (tmp_path / ".x-000000000000").symlink_to("/etc/passwd")
     with pytest.raises(FileExistsError):
         fsutil.temp_file(str(tmp_path), ".x-")

@@ -21,6 +21,12 @@ FORBIDDEN = {
     "tempfile", "inspect", "datetime", "uuid", "random",
 }  # fmt: skip
 
+# Nor ``os``: importing it is ~1 ms of a command (most of it ``_collections_abc``, for
+# ``os.environ``), a third to a half of what a `state` costs above the bare interpreter. The
+# runtime path calls ``posix`` and takes path names and the environment from hostjob.paths
+# and hostjob.env (tests/unit/test_paths.py holds them to os.path's results).
+NOT_OS = {"os", "posixpath", "genericpath", "_collections_abc"}
+
 RUNTIME_COMMANDS = [
     ["state", "x"],
     ["start", "x"],
@@ -61,6 +67,7 @@ def test_runtime_command_imports(argv: list[str], tmp_path: Path) -> None:
     modules = imported_modules(["--root", str(tmp_path / "state"), *argv], tmp_path)
     heavy = sorted(m for m in modules if m.split(".")[0] in FORBIDDEN)
     assert heavy == [], f"{argv[0]} imports {heavy}"
+    assert sorted(modules & NOT_OS) == [], f"{argv[0]} imports os"
     ours = {m for m in modules if m.startswith("hostjob")}
     assert not any(m.startswith(("hostjob.images", "hostjob.cli.render")) for m in ours)
 

@@ -6,7 +6,8 @@ count as much as those at the top (a lazy import is still a dependency):
 * no cycle between modules, whatever their package;
 * no module imports one of a higher layer, not even for a type annotation:
 
-    leaf helpers (errors, flock, fsutil, jsonio, log, linux, mountinfo, units, faults, codepack)
+    leaf helpers (errors, flock, fsutil, jsonio, log, linux, mountinfo, units, faults, codepack,
+                  paths, env)
       <- spec <- job <- config <- cgroups <- runtime <- images <- cli
 
 Imports under ``if TYPE_CHECKING:`` never run: they count for the layers (a lower
@@ -27,6 +28,7 @@ SRC = REPO / "src"
 # Layer of each module: the longest matching prefix decides.
 LAYERS = {
     "hostjob.codepack": 0,
+    "hostjob.env": 0,
     "hostjob.errors": 0,
     "hostjob.faults": 0,
     "hostjob.flock": 0,
@@ -35,6 +37,7 @@ LAYERS = {
     "hostjob.linux": 0,
     "hostjob.log": 0,
     "hostjob.mountinfo": 0,
+    "hostjob.paths": 0,
     "hostjob.units": 0,
     "hostjob.spec": 1,
     "hostjob.job": 2,

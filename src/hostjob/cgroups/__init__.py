@@ -25,8 +25,9 @@ See ``hostjob.cgroups._manager.Manager`` for the whole interface.
 from __future__ import annotations
 
 import errno
-import os
+import posix
 
+from hostjob import paths
 from hostjob.errors import CgroupError, ConfigError
 
 TYPE_CHECKING = False
@@ -201,15 +202,15 @@ def mounts_at(root: str) -> Mounts:
     Symlinks (``cpu -> cpu,cpuacct``) are skipped.
     """
     root = root.rstrip("/") or "/"
-    if os.path.exists(os.path.join(root, "cgroup.controllers")):
+    if paths.exists(paths.join(root, "cgroup.controllers")):
         return Mounts([], Hierarchy(root, (), "/", 2))
     hierarchies: list[Hierarchy] = []
     unified: Hierarchy | None = None
-    with os.scandir(root) as it:
+    with posix.scandir(root) as it:
         for entry in sorted(it, key=lambda e: e.name):
             if not entry.is_dir(follow_symlinks=False):
                 continue
-            if os.path.exists(os.path.join(entry.path, "cgroup.controllers")):
+            if paths.exists(paths.join(entry.path, "cgroup.controllers")):
                 unified = Hierarchy(entry.path, (), "/", 2)
                 continue
             names = entry.name.split(",")
@@ -366,10 +367,10 @@ def remove_empty_ancestors(dirs: list[str], path: str, top: str) -> None:
     if not path.startswith(top.rstrip("/") + "/"):
         return
     parents = []
-    parent = os.path.dirname(path)
+    parent = paths.dirname(path)
     while len(parent) >= len(top):
         parents.append(parent)
-        parent = os.path.dirname(parent)
+        parent = paths.dirname(parent)
     for d in dirs:
         mountpoint = d[: len(d) - len(path)]
         for ancestor in parents:
@@ -382,19 +383,19 @@ def remove_empty_ancestors(dirs: list[str], path: str, top: str) -> None:
 def _read_optional(path: str) -> bytes | None:
     """A small cgroupfs file; None if it (or its cgroup) does not exist."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = posix.open(path, posix.O_RDONLY | posix.O_NOFOLLOW | posix.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as err:
         raise CgroupError(f"cannot read {path}: {err.strerror}") from err
     try:
-        return os.read(fd, 4096)
+        return posix.read(fd, 4096)
     except OSError as err:
         if err.errno == errno.ENODEV:  # the cgroup was removed under us
             return None
         raise CgroupError(f"cannot read {path}: {err.strerror}") from err
     finally:
-        os.close(fd)
+        posix.close(fd)
 
 
 def open_manager(path: str, *, root: str | None = None, mounts: Mounts | None = None) -> Manager:

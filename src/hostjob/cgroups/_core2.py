@@ -7,9 +7,11 @@ the unified hierarchy (where e.g. ``hugetlb`` or ``cgroup.kill`` may live).
 from __future__ import annotations
 
 import errno
-import os
+import io
+import posix
 import time
 
+from hostjob import paths
 from hostjob.cgroups._fs import Dir, keyed_value
 from hostjob.errors import CgroupError, MissingController
 
@@ -71,28 +73,30 @@ def wait_event(d: Dir, key: str, want: int, timeout: float) -> bool | None:
             if poller is None:
                 # kernfs wakes pollers with POLLPRI on change; check once more after
                 # arming so a change in between is not missed.
-                fd = os.open(
-                    "cgroup.events", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=d.fd()
+                fd = posix.open(
+                    "cgroup.events",
+                    posix.O_RDONLY | posix.O_NOFOLLOW | posix.O_CLOEXEC,
+                    dir_fd=d.fd(),
                 )
-                os.read(fd, 4096)
+                posix.read(fd, 4096)
                 poller = select.poll()
                 poller.register(fd, select.POLLPRI)
                 continue
             if poller.poll(min(left, 0.05) * 1000):
-                os.lseek(fd, 0, os.SEEK_SET)
-                os.read(fd, 4096)  # re-arm
+                posix.lseek(fd, 0, io.SEEK_SET)
+                posix.read(fd, 4096)  # re-arm
     except OSError as err:
         if err.errno in (errno.ENOENT, errno.ENODEV):
             return None
         raise CgroupError(f"cannot watch {d.path}/cgroup.events: {err.strerror}") from err
     finally:
         if fd >= 0:
-            os.close(fd)
+            posix.close(fd)
 
 
 def freeze(d: Dir, timeout: float = FREEZE_TIMEOUT) -> None:
     code = d.try_write("cgroup.freeze", "1")
-    if code == errno.ENOENT and os.path.isdir(d.path):
+    if code == errno.ENOENT and paths.isdir(d.path):
         raise MissingController("freezer", "freezing the job (cgroup.freeze)")
     if code:
         d.write("cgroup.freeze", "1")  # raises with the message
@@ -124,7 +128,7 @@ def kill(d: Dir) -> bool:
     """SIGKILL the whole subtree atomically (kernel 5.14+); False if the kernel lacks it."""
     code = d.try_write("cgroup.kill", "1")
     if code == errno.ENOENT:
-        return not os.path.isdir(d.path)  # gone: nothing left to kill
+        return not paths.isdir(d.path)  # gone: nothing left to kill
     if code:
         d.write("cgroup.kill", "1")
     return True

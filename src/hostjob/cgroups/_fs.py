@@ -15,17 +15,17 @@ changing) on top of the real operations on a temp tree.
 from __future__ import annotations
 
 import errno
-import os
+import posix
 
 from hostjob.errors import CgroupError
 
 # "max" and the unlimited values cgroupfs prints, as runc reports them.
 MAX_U64 = 2**64 - 1
 
-_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+_O_DIR = posix.O_RDONLY | posix.O_DIRECTORY | posix.O_NOFOLLOW | posix.O_CLOEXEC
+_O_READ = posix.O_RDONLY | posix.O_NOFOLLOW | posix.O_CLOEXEC
 # O_TRUNC is what runc uses too; cgroupfs ignores it, a fake tree needs it.
-_O_WRITE = os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+_O_WRITE = posix.O_WRONLY | posix.O_TRUNC | posix.O_NOFOLLOW | posix.O_CLOEXEC
 # kernfs seq files hand out at most a page per read(2) and stop at a record
 # boundary, so a read well short of a page is the whole file: saves the EOF read.
 _SHORT_READ = 2048
@@ -35,32 +35,32 @@ _CHUNK = 65536
 def mkdir(path: str) -> bool:
     """mkdir(2) the cgroup; False if it already existed. FileNotFoundError: no parent."""
     try:
-        os.mkdir(path, 0o755)
+        posix.mkdir(path, 0o755)
     except FileExistsError:
         return False
     return True
 
 
 def rmdir(path: str) -> None:
-    os.rmdir(path)
+    posix.rmdir(path)
 
 
 def read_at(dirfd: int, name: str) -> bytes:
-    return _read_all(os.open(name, _O_READ, dir_fd=dirfd))
+    return _read_all(posix.open(name, _O_READ, dir_fd=dirfd))
 
 
 def write_at(dirfd: int, name: str, data: bytes) -> None:
-    fd = os.open(name, _O_WRITE, dir_fd=dirfd)
+    fd = posix.open(name, _O_WRITE, dir_fd=dirfd)
     try:
-        os.write(fd, data)
+        posix.write(fd, data)
     finally:
-        os.close(fd)
+        posix.close(fd)
 
 
 def _reason(err: OSError) -> str:
     code = err.errno or 0
     hint = _HINTS.get(code, "")
-    return os.strerror(code) + hint if code else str(err)
+    return posix.strerror(code) + hint if code else str(err)
 
 
 _HINTS = {
@@ -85,7 +85,7 @@ class Dir:
 
     def _dirfd(self) -> int:
         if self._fd < 0:
-            self._fd = os.open(self.path, _O_DIR)
+            self._fd = posix.open(self.path, _O_DIR)
         return self._fd
 
     def fd(self) -> int:
@@ -97,7 +97,7 @@ class Dir:
     def close(self) -> None:
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
-            os.close(fd)
+            posix.close(fd)
 
     # A Dir dropped without close() (a manager made for one question, as
     # Container.status does) must not keep its fd: the library runs in long-lived
@@ -139,7 +139,7 @@ class Dir:
 
     def has(self, name: str) -> bool:
         try:
-            os.stat(name, dir_fd=self._dirfd(), follow_symlinks=False)
+            posix.stat(name, dir_fd=self._dirfd(), follow_symlinks=False)
         except OSError:
             return False
         return True
@@ -147,29 +147,29 @@ class Dir:
 
 def write_error(path: str, name: str, value: str, code: int) -> CgroupError:
     return CgroupError(
-        f"cannot write {value!r} to {path}/{name}: {_reason(OSError(code, os.strerror(code)))}"
+        f"cannot write {value!r} to {path}/{name}: {_reason(OSError(code, posix.strerror(code)))}"
     )
 
 
 def read_path(path: str) -> bytes:
     """Read a whole file by path (no dir fd kept): cgroup.procs walks, one-off reads."""
-    return _read_all(os.open(path, _O_READ))
+    return _read_all(posix.open(path, _O_READ))
 
 
 def _read_all(fd: int) -> bytes:
     """Everything in the open file ``fd``, which it closes (cgroup files are small:
     one read usually does)."""
     try:
-        data = os.read(fd, _CHUNK)
+        data = posix.read(fd, _CHUNK)
         if len(data) < _SHORT_READ:
             return data
         chunks = [data]
         while data:
-            data = os.read(fd, _CHUNK)
+            data = posix.read(fd, _CHUNK)
             chunks.append(data)
         return b"".join(chunks)
     finally:
-        os.close(fd)
+        posix.close(fd)
 
 
 # --- parsing ---------------------------------------------------------------------------

@@ -14,9 +14,10 @@ from outside). Ending: ``terminate(grace)`` (SIGTERM, then SIGKILL) and ``destro
 from __future__ import annotations
 
 import errno
-import os
+import posix
 import time
 
+from hostjob import paths
 from hostjob.cgroups import _fs
 from hostjob.errors import CgroupError, MissingController
 
@@ -81,11 +82,11 @@ class Entry:
 
 def _write_zero(path: str) -> None:
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = posix.open(path, posix.O_WRONLY | posix.O_NOFOLLOW | posix.O_CLOEXEC)
         try:
-            os.write(fd, b"0")
+            posix.write(fd, b"0")
         finally:
-            os.close(fd)
+            posix.close(fd)
     except OSError as err:
         raise CgroupError(f"cannot join cgroup: writing 0 to {path}: {err.strerror}") from err
 
@@ -127,9 +128,9 @@ def collect_pids(path: str, out: set[int]) -> None:
         # cgroupfs (kernfs) counts a directory's sub-directories in its link count, as
         # ext4 and tmpfs do: 2 means no sub-cgroup, and spares listing some 30 control
         # files (every delete asks each hierarchy). 1 (btrfs: not counted) lists.
-        if os.stat(path, follow_symlinks=False).st_nlink == 2:
+        if posix.stat(path, follow_symlinks=False).st_nlink == 2:
             return
-        it = os.scandir(path)
+        it = posix.scandir(path)
     except (FileNotFoundError, NotADirectoryError):
         return
     with it:
@@ -149,7 +150,7 @@ def remove_tree(path: str) -> bool:
         if err.errno not in (errno.EBUSY, errno.ENOTEMPTY):
             raise CgroupError(f"cannot remove cgroup {path}: {err.strerror}") from err
     try:
-        with os.scandir(path) as it:
+        with posix.scandir(path) as it:
             children = [e.path for e in it if e.is_dir(follow_symlinks=False)]
     except FileNotFoundError:
         return True
@@ -342,7 +343,7 @@ class Manager:
         return [d.path for d in self._dirs]
 
     def exists(self) -> bool:
-        return any(os.path.isdir(d.path) for d in self._dirs)
+        return any(paths.isdir(d.path) for d in self._dirs)
 
     def wait_empty(self, timeout: float) -> bool:
         """Wait until the job has no process; False if some remain after ``timeout``."""
@@ -477,7 +478,7 @@ class Manager:
                 if pid <= 0:  # pid 0: a process outside our pid namespace
                     continue
                 try:
-                    fds[pid] = os.pidfd_open(pid)
+                    fds[pid] = posix.pidfd_open(pid)
                 except ProcessLookupError:
                     continue
             if not fds:
@@ -489,7 +490,7 @@ class Manager:
                 signal_pidfd(fd, pid, sig)
         finally:
             for fd in fds.values():
-                os.close(fd)
+                posix.close(fd)
 
     def _signal_rounds(self, sig: int) -> None:
         """Signal every process, then any that appeared meanwhile, until none is new."""

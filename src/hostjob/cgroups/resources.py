@@ -10,7 +10,7 @@ field needs, so that a missing controller is an error naming both;
 
 from __future__ import annotations
 
-import os
+import posix
 
 from hostjob.errors import ConfigError
 
@@ -79,7 +79,7 @@ def hugepage_sizes(sysfs: str = "/sys/kernel/mm/hugepages") -> list[str]:
         return _hugepage_sizes
     sizes: list[tuple[int, str]] = []
     try:
-        names = os.listdir(sysfs)
+        names = posix.listdir(sysfs)
     except OSError:
         names = []
     for name in names:

@@ -7,7 +7,7 @@ calls one library verb. Only the chosen command's module is imported.
 
 from __future__ import annotations
 
-import os
+import posix
 import sys
 
 from hostjob import __version__, log
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(err, glob.debug)
     ctx = Context(glob)
     try:
-        if needs_root and os.geteuid() != 0:
+        if needs_root and posix.geteuid() != 0:
             raise PermissionDenied(f"hostjob {name} needs root (euid 0): run it as root")
         if name in ROUTED:
             runtime = _route(ctx.root, args.container_id)
@@ -207,9 +207,9 @@ def _route(root: str, container_id: str) -> str | None:
 
 
 def _silence_stdout() -> None:
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
+    devnull = posix.open("/dev/null", posix.O_WRONLY)
+    posix.dup2(devnull, sys.stdout.fileno())
+    posix.close(devnull)
 
 
 def _os_error_text(err: OSError) -> str:
@@ -277,7 +277,7 @@ def command() -> NoReturn:
         sys.stderr.flush()
     except BrokenPipeError:  # the reader of our output left early, as `| head` does
         code = code or 141
-    os._exit(code)
+    posix._exit(code)
 
 
 def entry_point() -> None:

@@ -12,9 +12,9 @@ A missing file or bad JSON is a one-line ``ConfigError``; ``-`` reads stdin.
 
 from __future__ import annotations
 
-import os
+import posix
 
-from hostjob import config, jsonio
+from hostjob import config, jsonio, paths
 from hostjob.errors import ConfigError
 
 TYPE_CHECKING = False
@@ -43,7 +43,7 @@ def read_json(path: str, what: str) -> object:
 
 def read_config(bundle: str) -> object:
     """The bundle's ``config.json`` as JSON, not decoded yet."""
-    return read_json(os.path.join(bundle, "config.json"), "config.json")
+    return read_json(paths.join(bundle, "config.json"), "config.json")
 
 
 def load_spec(bundle: str, document: object = None) -> wire.Spec:
@@ -57,7 +57,7 @@ def load_spec(bundle: str, document: object = None) -> wire.Spec:
 def load_bundle(bundle: str, container_id: str, document: object = None) -> JobConfig:
     """The job container the bundle at ``bundle`` describes (``document``: its
     ``config.json`` as ``read_config`` read it, not read again)."""
-    bundle = os.path.abspath(bundle)
+    bundle = paths.abspath(bundle)
     spec = load_spec(bundle, document)
     return config.to_job_config(spec, bundle, container_id, probe_host(spec, bundle))
 
@@ -68,7 +68,7 @@ def probe_host(spec: wire.Spec, bundle: str) -> config.HostFacts:
     if spec.windows is None or spec.windows.resources is None:
         return config.HostFacts()  # nothing asks
     device = writable_layer_device(config.rootfs_of(spec, bundle))
-    return config.HostFacts(cpus=os.cpu_count() or 1, layer_device=device)
+    return config.HostFacts(cpus=posix.cpu_count() or 1, layer_device=device)
 
 
 def writable_layer_device(rootfs: str) -> tuple[int, int] | None:
@@ -84,12 +84,12 @@ def writable_layer_device(rootfs: str) -> tuple[int, int] | None:
             for option in mount.options.split(","):
                 if option.startswith("upperdir="):
                     path = option[len("upperdir=") :]
-        device = os.stat(path).st_dev
+        device = posix.stat(path).st_dev
     except OSError:
         return None
-    if os.major(device) == 0:
+    if posix.major(device) == 0:
         return None
-    return os.major(device), os.minor(device)
+    return posix.major(device), posix.minor(device)
 
 
 def load_process(path: str) -> ProcessConfig:

@@ -8,7 +8,7 @@ slave its controlling terminal and its stdio.
 from __future__ import annotations
 
 import fcntl
-import os
+import posix
 import struct
 import termios
 
@@ -48,15 +48,15 @@ def receive_master(fd: int) -> int:
 
 def setup_in_child(console: str | int, height: int | None, width: int | None) -> None:
     """In the container process (a session leader): open the pty and take it over."""
-    master, slave = os.openpty()
+    master, slave = posix.openpty()
     set_size(slave, height, width)
-    send_master(console, master, os.ttyname(slave))
-    os.close(master)
+    send_master(console, master, posix.ttyname(slave))
+    posix.close(master)
     fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
     for target in (0, 1, 2):
-        os.dup2(slave, target)
+        posix.dup2(slave, target)
     if slave > 2:
-        os.close(slave)
+        posix.close(slave)
 
 
 def proxy(master: int, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
@@ -65,7 +65,7 @@ def proxy(master: int, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
     import tty
 
     restore = None
-    if os.isatty(stdin_fd):
+    if posix.isatty(stdin_fd):
         restore = termios.tcgetattr(stdin_fd)
         tty.setraw(stdin_fd)
         try:
@@ -82,14 +82,14 @@ def proxy(master: int, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
             for fd, events in poller.poll():
                 if fd == master:
                     try:
-                        data = os.read(master, 65536)
+                        data = posix.read(master, 65536)
                     except OSError:  # EIO: the slave side is closed
                         data = b""
                     if not data:
                         return
                     _write_all(stdout_fd, data)
                 elif stdin_open:
-                    data = os.read(stdin_fd, 65536) if events & select.POLLIN else b""
+                    data = posix.read(stdin_fd, 65536) if events & select.POLLIN else b""
                     if not data:
                         stdin_open = False
                         poller.unregister(stdin_fd)
@@ -104,4 +104,4 @@ def proxy(master: int, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view) :]
+        view = view[posix.write(fd, view) :]

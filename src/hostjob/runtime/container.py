@@ -14,10 +14,10 @@ job's freezer.
 from __future__ import annotations
 
 import errno
-import os
+import posix
 import select
 
-from hostjob import faults, log
+from hostjob import faults, log, paths
 from hostjob.errors import (
     ContainerNotFound,
     ContainerNotRunning,
@@ -71,7 +71,7 @@ class Container:
 
     def __del__(self) -> None:
         if getattr(self, "_held", -1) >= 0:
-            os.close(self._held)
+            posix.close(self._held)
 
     # --- loading ------------------------------------------------------------------------
 
@@ -116,7 +116,7 @@ class Container:
                 if self.store.unchanged(self.id, held):
                     return  # as read by load: nothing wrote it since
             finally:
-                os.close(held)
+                posix.close(held)
         self.record = self.store.read(self.id)
 
     # --- status ---------------------------------------------------------------------------
@@ -160,7 +160,7 @@ class Container:
             return Status.CREATING if self.store.creator_alive(self.id) else Status.STOPPED
         if not proc.is_alive(record.pid, record.start_time):
             return Status.STOPPED
-        if os.path.exists(self.store.fifo(self.id)):
+        if paths.exists(self.store.fifo(self.id)):
             return Status.CREATED
         from hostjob import cgroups  # here: a created or stopped one never asks
 
@@ -290,7 +290,7 @@ class Container:
             self._release(wait_for_exec=bool(poststart))
             faults.point("start:after-release")
             try:
-                os.unlink(self.store.fifo(self.id))
+                posix.unlink(self.store.fifo(self.id))
             except FileNotFoundError:
                 pass
         if poststart:
@@ -320,13 +320,15 @@ class Container:
         """Write the start byte into the exec fifo, which the container process reads
         (and, if asked, wait for its exec). With no reader (ENXIO) it has gone."""
         try:
-            fd = os.open(self.store.fifo(self.id), os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = posix.open(
+                self.store.fifo(self.id), posix.O_WRONLY | posix.O_NONBLOCK | posix.O_CLOEXEC
+            )
         except OSError as err:
             if err.errno in (errno.ENXIO, errno.ENOENT):
                 raise InvalidState("cannot start a container that has stopped") from err
             raise
         try:
-            os.write(fd, b"0")
+            posix.write(fd, b"0")
             if wait_for_exec:
                 # The process keeps its read end open until it execs (close-on-exec):
                 # this returns once startContainer hooks ran and the program runs.
@@ -334,7 +336,7 @@ class Container:
                 poller.register(fd, select.POLLERR)
                 poller.poll()
         finally:
-            os.close(fd)
+            posix.close(fd)
 
     # --- kill -----------------------------------------------------------------------------
 
@@ -407,7 +409,7 @@ class Container:
                     try:
                         proc.wait_pidfd(init, max(0.0, deadline - _monotonic()))
                     finally:
-                        os.close(init)
+                        posix.close(init)
             self._end_job(deadline)
             if watcher is not None:
                 proc.wait_pidfd(watcher, WATCHER_EXIT_WAIT)
@@ -415,7 +417,7 @@ class Container:
                 self._stopped_without_watcher(daemon, running)
         finally:
             if watcher is not None:
-                os.close(watcher)
+                posix.close(watcher)
         return running
 
     def _end_job(self, deadline: float) -> None:

@@ -10,9 +10,10 @@ load none of it.
 
 from __future__ import annotations
 
-import os
+import posix
 
-from hostjob import faults, log
+from hostjob import faults, log, paths
+from hostjob.env import getenv
 from hostjob.errors import CgroupExists, HostjobError, MountError
 from hostjob.runtime import proc
 from hostjob.runtime.state_dir import (
@@ -180,7 +181,7 @@ def create_from_config(
         if not release_by_pipe:
             fifo = store.fifo(container_id)
             # Only root may write the start byte (the process opens the read end as root).
-            os.mkfifo(fifo, 0o600)
+            posix.mkfifo(fifo, 0o600)
         plan = resolve.plan(job, job.process)
         if options.rootfs is not None and plan.user.uid != 0:
             store.open_for_user(container_id)
@@ -260,12 +261,12 @@ def _prepare_rootfs(
 
         # 0600: the directory may be opened to the job's user (open_for_user), and
         # the config holds the --env values.
-        path = os.path.join(container.store.dir(container.id), "config.json")
+        path = paths.join(container.store.dir(container.id), "config.json")
         data = jsonio.dumps(options.bundle_config, 2) + "\n"
         fsutil.write_atomic(path, data.encode(), mode=0o600)
     if options.rootfs is not None:
         options.rootfs.prepare(container.id, job, container._record_change)
-    if not os.path.isdir(job.rootfs):
+    if not paths.isdir(job.rootfs):
         raise MountError(f"rootfs {job.rootfs} is not a directory")
     if job.mount_mode == "bind":
         from hostjob.runtime import mounts
@@ -293,15 +294,15 @@ def _prepare_output(container: Container, daemon: DaemonConfig) -> tuple[str, st
 
     log_dir = daemon.log_dir
     container._record_change([REMOVE_TREE, fsutil.canonical(log_dir)])
-    fsutil.ensure_dir(os.path.dirname(log_dir), 0o700)
-    if os.path.lexists(log_dir):  # a leftover of an earlier container of this name
+    fsutil.ensure_dir(paths.dirname(log_dir), 0o700)
+    if paths.lexists(log_dir):  # a leftover of an earlier container of this name
         fsutil.remove_tree(log_dir)
-    os.mkdir(log_dir, 0o700)
+    posix.mkdir(log_dir, 0o700)
     store = container.store
-    paths = (store.path(container.id, STDOUT_FIFO), store.path(container.id, STDERR_FIFO))
-    for path in paths:
-        os.mkfifo(path, 0o600)
-    return paths
+    fifos = (store.path(container.id, STDOUT_FIFO), store.path(container.id, STDERR_FIFO))
+    for path in fifos:
+        posix.mkfifo(path, 0o600)
+    return fifos
 
 
 def _adopt_shared_paths(container: Container, targets: list[str]) -> None:
@@ -337,24 +338,24 @@ def _refuse_existing_cgroup(path: str, manager: cgroups.Manager) -> None:
     typo'd ``/system.slice``, another job's, an empty one someone prepared), is
     refused before anything is made. runc adopts an existing empty cgroup; SPEC §10
     says never."""
-    found = [d for d in manager.dirs() if os.path.isdir(d)]
+    found = [d for d in manager.dirs() if paths.isdir(d)]
     if found:
         raise CgroupExists(path, found[0], manager.pids())
 
 
 def listen_fds() -> int:
     """Socket-activation fds handed to us (sd_listen_fds), passed on to the container."""
-    value = os.environ.get("LISTEN_FDS", "")
+    value = getenv("LISTEN_FDS") or ""
     if not value.isdigit():
         return 0
-    pid = os.environ.get("LISTEN_PID")
-    if pid and pid != str(os.getpid()):
+    pid = getenv("LISTEN_PID")
+    if pid and pid != str(posix.getpid()):
         return 0
     return int(value)
 
 
 def _reap_quietly(pid: int) -> None:
     try:
-        os.waitpid(pid, 0)
+        posix.waitpid(pid, 0)
     except ChildProcessError:
         pass

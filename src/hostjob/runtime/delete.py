@@ -11,9 +11,10 @@ load none of it.
 
 from __future__ import annotations
 
-import os
+import posix
 
 from hostjob import faults, log
+from hostjob.env import getenv
 from hostjob.errors import HookError, StateCorrupt
 from hostjob.runtime import proc, status
 from hostjob.runtime.proc import sig
@@ -32,7 +33,7 @@ DEFAULT_STOP_GRACE = 5.0
 
 
 def stop_grace() -> float:
-    value = os.environ.get("HOSTJOB_STOP_GRACE")
+    value = getenv("HOSTJOB_STOP_GRACE")
     try:
         return float(value) if value else DEFAULT_STOP_GRACE
     except ValueError:
@@ -70,7 +71,7 @@ def destroy(container: Container, *, grace: float, run_poststop: bool) -> None:
         store.remove(container.id)
         return
     job = record.config
-    if record.watcher and record.watcher[0] != os.getpid():
+    if record.watcher and record.watcher[0] != posix.getpid():
         _kill_watcher(record.watcher)  # first: it would restart what is killed next
     if record.pid:
         proc.signal_process(record.pid, record.start_time, sig.SIGKILL)
@@ -176,4 +177,4 @@ def _kill_watcher(watcher: list[int]) -> None:
     except ProcessLookupError:
         pass
     finally:
-        os.close(fd)
+        posix.close(fd)

@@ -12,7 +12,7 @@ exit status.
 
 from __future__ import annotations
 
-import os
+import posix
 
 from hostjob.errors import ConfigError, HostjobError
 from hostjob.runtime import init, proc, resolve
@@ -132,4 +132,4 @@ def exec_in_job(
         if terminal is not None:
             terminal.close()
         if master >= 0:
-            os.close(master)
+            posix.close(master)

@@ -7,7 +7,7 @@ proxies the process's terminal when it has one and no console socket was given
 
 from __future__ import annotations
 
-import os
+import posix
 
 from hostjob.runtime.proc import sig
 
@@ -46,7 +46,7 @@ class TerminalPair:
     def spawned(self) -> None:
         """The process has its end (inherited at fork); drop ours."""
         if self.child_fd >= 0:
-            os.close(self.child_fd)
+            posix.close(self.child_fd)
             self.child_fd = -1
 
     def receive_master(self) -> int:
@@ -58,7 +58,7 @@ class TerminalPair:
     def close(self) -> None:
         self.spawned()
         if self.parent_fd >= 0:
-            os.close(self.parent_fd)
+            posix.close(self.parent_fd)
             self.parent_fd = -1
 
 
@@ -71,7 +71,7 @@ def wait_attached(child: Child, master: int = -1) -> int:
             from hostjob.runtime import console
 
             console.proxy(master)
-        _, status = os.waitpid(child.pid, 0)
+        _, status = posix.waitpid(child.pid, 0)
     finally:
         ignore_signals()
     return status
@@ -83,7 +83,7 @@ def _forward_signals(pid: int, master: int) -> None:
             _copy_window_size(master)
             return
         try:
-            os.kill(pid, signum)
+            posix.kill(pid, signum)
         except ProcessLookupError:
             pass
 
@@ -112,7 +112,7 @@ def reap_orphans() -> None:
     """Reap whatever was re-parented to us (we are a subreaper during ``run``)."""
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, _ = posix.waitpid(-1, posix.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:

@@ -7,7 +7,8 @@ is quoted when it fails. ``timeout`` kills the hook and fails the step.
 
 from __future__ import annotations
 
-import os
+import io
+import posix
 
 from hostjob import faults, jsonio
 from hostjob.errors import HookError
@@ -36,18 +37,18 @@ def point_group(point: str) -> str:
 
 
 def run_hook(point: str, index: int, hook: Hook, payload: bytes) -> None:
-    stdin_r, stdin_w = os.pipe()
-    output = os.memfd_create("hook-output", os.MFD_CLOEXEC)
+    stdin_r, stdin_w = posix.pipe()
+    output = posix.memfd_create("hook-output", posix.MFD_CLOEXEC)
     try:
         try:
-            pid = os.posix_spawn(
+            pid = posix.posix_spawn(
                 hook.path,
                 hook.args or [hook.path],
                 env_dict(hook.env),
                 file_actions=[
-                    (os.POSIX_SPAWN_DUP2, stdin_r, 0),
-                    (os.POSIX_SPAWN_DUP2, output, 1),
-                    (os.POSIX_SPAWN_DUP2, output, 2),
+                    (posix.POSIX_SPAWN_DUP2, stdin_r, 0),
+                    (posix.POSIX_SPAWN_DUP2, output, 1),
+                    (posix.POSIX_SPAWN_DUP2, output, 2),
                 ],
                 setsigdef=(sig.SIGPIPE,),
             )
@@ -55,13 +56,13 @@ def run_hook(point: str, index: int, hook: Hook, payload: bytes) -> None:
             raise HookError(
                 f"{point} hook #{index} ({hook.path}) could not start: {err.strerror}"
             ) from err
-        os.close(stdin_r)
+        posix.close(stdin_r)
         stdin_r = -1
         try:
-            os.write(stdin_w, payload)
+            posix.write(stdin_w, payload)
         except BrokenPipeError:
             pass  # the hook does not read its stdin; that is its right
-        os.close(stdin_w)
+        posix.close(stdin_w)
         stdin_w = -1
         status = _wait(pid, hook.timeout)
         if status is None:
@@ -76,26 +77,26 @@ def run_hook(point: str, index: int, hook: Hook, payload: bytes) -> None:
     finally:
         for fd in (stdin_r, stdin_w, output):
             if fd >= 0:
-                os.close(fd)
+                posix.close(fd)
 
 
 def _wait(pid: int, timeout: int | None) -> int | None:
     """The hook's wait status; None (and the hook killed) after ``timeout`` seconds."""
     if timeout is not None:
-        fd = os.pidfd_open(pid)
+        fd = posix.pidfd_open(pid)
         try:
             if not wait_pidfd(fd, float(timeout)):
-                os.kill(pid, sig.SIGKILL)
-                os.waitpid(pid, 0)
+                posix.kill(pid, sig.SIGKILL)
+                posix.waitpid(pid, 0)
                 return None
         finally:
-            os.close(fd)
-    return os.waitpid(pid, 0)[1]
+            posix.close(fd)
+    return posix.waitpid(pid, 0)[1]
 
 
 def _last_line(fd: int) -> str:
-    size = os.lseek(fd, 0, os.SEEK_END)
-    os.lseek(fd, max(0, size - 4096), os.SEEK_SET)
-    text = os.read(fd, 4096).decode(errors="replace")
+    size = posix.lseek(fd, 0, io.SEEK_END)
+    posix.lseek(fd, max(0, size - 4096), io.SEEK_SET)
+    text = posix.read(fd, 4096).decode(errors="replace")
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else ""

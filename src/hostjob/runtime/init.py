@@ -14,9 +14,9 @@ where the job has a cgroup2 cgroup, the child is born in it by
 ``clone3(CLONE_INTO_CGROUP)`` (``hostjob.linux.fork_into_cgroup``, which says
 what its child may do); v1 hierarchies are joined through ``tasks``. clone3 is
 used only by a single-threaded runtime (every CLI command; a library caller
-with threads gets ``os.fork()``); where it fails (no clone3 or
+with threads gets ``posix.fork()``); where it fails (no clone3 or
 CLONE_INTO_CGROUP, a seccomp filter, a cgroup that cannot take a process),
-``os.fork()`` and a write to ``cgroup.procs`` do the same, slower, and report
+``posix.fork()`` and a write to ``cgroup.procs`` do the same, slower, and report
 the real error if there is one. ``HOSTJOB_NO_CLONE3=1`` forces that path (tests).
 
 Protocol on the report pipe (child -> runtime): ``R`` when set up, then EOF at
@@ -26,10 +26,12 @@ exec; or ``E<message>`` and exit.
 from __future__ import annotations
 
 import errno
-import os
+import posix
 import resource
 import time
 
+from hostjob import paths
+from hostjob.env import getenv
 from hostjob.errors import HostjobError, StartError
 from hostjob.runtime import resolve
 from hostjob.runtime.proc import env_dict, exit_code, sig
@@ -99,9 +101,9 @@ class Child:
         """Let the process exec its program (a child created with a release pipe)."""
         fd, self.release_fd = self.release_fd, -1
         try:
-            os.write(fd, b"0")
+            posix.write(fd, b"0")
         finally:
-            os.close(fd)
+            posix.close(fd)
 
     def wait_exec(self) -> None:
         """After release: wait for the exec (pipe EOF); raise if the exec failed."""
@@ -116,10 +118,10 @@ class Child:
 
     def close(self) -> None:
         if self.report_fd >= 0:
-            os.close(self.report_fd)
+            posix.close(self.report_fd)
             self.report_fd = -1
         if self.release_fd >= 0:  # unreleased: the process exits instead of its program
-            os.close(self.release_fd)
+            posix.close(self.release_fd)
             self.release_fd = -1
 
 
@@ -128,11 +130,11 @@ def spawn(setup: ChildSetup, after_fork: Callable[[int], None] | None = None) ->
 
     ``after_fork(pid)`` runs meanwhile in the parent (the runtime records the pid while
     the child sets itself up, on the other CPU); if it raises, the child is killed."""
-    report_r, report_w = os.pipe()
-    release_r, release_w = os.pipe() if setup.release_by_pipe else (-1, -1)
+    report_r, report_w = posix.pipe()
+    release_r, release_w = posix.pipe() if setup.release_by_pipe else (-1, -1)
     pid, in_unified = _fork(setup.entry.unified)
     if pid == 0:  # the child: never returns
-        os.close(report_r)
+        posix.close(report_r)
         code = 1
         try:
             _child_main(setup, report_w, release_r, in_unified)
@@ -143,28 +145,28 @@ def spawn(setup: ChildSetup, after_fork: Callable[[int], None] | None = None) ->
         except BaseException as err:
             _report(report_w, ERROR + f"cannot start container process: {err!r}".encode())
         finally:
-            os._exit(code)
-    os.close(report_w)
+            posix._exit(code)
+    posix.close(report_w)
     if release_r >= 0:
-        os.close(release_r)
+        posix.close(release_r)
     if after_fork is not None:
         try:
             after_fork(pid)
         except BaseException:
-            os.close(report_r)
+            posix.close(report_r)
             if release_w >= 0:
-                os.close(release_w)
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
+                posix.close(release_w)
+            posix.kill(pid, 9)
+            posix.waitpid(pid, 0)
             raise
     first = _read_exact(report_r, 1)
     if first == READY:
         return Child(pid, report_r, release_w)
     message = first + _read_all(report_r)
-    os.close(report_r)
+    posix.close(report_r)
     if release_w >= 0:
-        os.close(release_w)
-    _, status = os.waitpid(pid, 0)
+        posix.close(release_w)
+    _, status = posix.waitpid(pid, 0)
     if message.startswith(ERROR):
         raise StartError(message[1:].decode(errors="replace"))
     raise StartError(f"container process died during set-up (exit status {exit_code(status)})")
@@ -180,16 +182,18 @@ def _fork(unified: str | None) -> tuple[int, bool]:
     if (
         unified is None
         or _clone3_missing
-        or os.environ.get("HOSTJOB_NO_CLONE3") == "1"
+        or getenv("HOSTJOB_NO_CLONE3") == "1"
         or not _single_threaded()
     ):
-        return os.fork(), False
+        return posix.fork(), False
     from hostjob import linux
 
     try:
-        fd = os.open(unified, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = posix.open(
+            unified, posix.O_PATH | posix.O_DIRECTORY | posix.O_NOFOLLOW | posix.O_CLOEXEC
+        )
     except OSError:
-        return os.fork(), False  # the fallback's write names the problem
+        return posix.fork(), False  # the fallback's write names the problem
     try:
         return linux.fork_into_cgroup(fd), True
     except OSError as err:
@@ -197,9 +201,9 @@ def _fork(unified: str | None) -> tuple[int, bool]:
         # either works (a kernel or seccomp filter without clone3) or names the problem.
         if err.errno in (errno.ENOSYS, errno.E2BIG, errno.EINVAL):
             _clone3_missing = True
-        return os.fork(), False
+        return posix.fork(), False
     finally:
-        os.close(fd)  # the child's copy is closed with every other fd
+        posix.close(fd)  # the child's copy is closed with every other fd
 
 
 def _single_threaded() -> bool:
@@ -215,7 +219,7 @@ def _single_threaded() -> bool:
 def _read_exact(fd: int, size: int) -> bytes:
     data = b""
     while len(data) < size:
-        chunk = os.read(fd, size - len(data))
+        chunk = posix.read(fd, size - len(data))
         if not chunk:
             break
         data += chunk
@@ -225,7 +229,7 @@ def _read_exact(fd: int, size: int) -> bytes:
 def _read_all(fd: int) -> bytes:
     chunks: list[bytes] = []
     while True:
-        chunk = os.read(fd, 65536)
+        chunk = posix.read(fd, 65536)
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
@@ -233,9 +237,9 @@ def _read_all(fd: int) -> bytes:
 
 def _report(fd: int, message: bytes) -> None:
     try:
-        os.write(fd, message)
+        posix.write(fd, message)
     except OSError:
-        os.write(2, message[1:] + b"\n")
+        posix.write(2, message[1:] + b"\n")
 
 
 # --- the child ------------------------------------------------------------------------------
@@ -255,7 +259,7 @@ def _child_main(setup: ChildSetup, report_fd: int, release_fd: int, in_unified: 
 
     # Every step names what it did when it fails (runc names the file or setting).
     try:
-        os.setsid()
+        posix.setsid()
     except OSError as err:
         raise StartError(f"cannot start a new session (setsid): {err.strerror}") from err
     if plan.terminal:
@@ -285,20 +289,20 @@ def _child_main(setup: ChildSetup, report_fd: int, release_fd: int, in_unified: 
             ) from err
     if setup.enter_namespace is not None:
         setup.enter_namespace()
-    if plan.create_cwd and not os.path.isdir(plan.cwd):
+    if plan.create_cwd and not paths.isdir(plan.cwd):
         _make_cwd(plan.cwd, plan.user.uid, plan.user.gid, plan.mount_point)
     # The fifo's read end, opened while still root (the state directory is 0700);
     # non-blocking, so the open itself does not wait for ``start``.
     fifo_fd = -1
     if setup.fifo:
         try:
-            fifo_fd = os.open(setup.fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            fifo_fd = posix.open(setup.fifo, posix.O_RDONLY | posix.O_NONBLOCK | posix.O_CLOEXEC)
         except OSError as err:
             raise StartError(f"cannot open the exec fifo {setup.fifo}: {_reason(err)}") from err
 
     _switch_identity(plan)
     if plan.umask is not None:
-        os.umask(plan.umask)
+        posix.umask(plan.umask)
     if plan.no_new_privileges:
         from hostjob import linux
 
@@ -309,7 +313,7 @@ def _child_main(setup: ChildSetup, report_fd: int, release_fd: int, in_unified: 
                 f"cannot set noNewPrivileges (prctl PR_SET_NO_NEW_PRIVS): {_reason(err)}"
             ) from err
     try:
-        os.chdir(plan.cwd)
+        posix.chdir(plan.cwd)
     except OSError as err:
         raise StartError(f"cannot enter the working directory {plan.cwd}: {err.strerror}") from err
     program = resolve.find_program(plan.args[0], plan.cwd, plan.path_value(), plan.mount_point)
@@ -318,29 +322,29 @@ def _child_main(setup: ChildSetup, report_fd: int, release_fd: int, in_unified: 
         env = [
             *(e for e in env if not e.startswith(("LISTEN_FDS=", "LISTEN_PID="))),
             f"LISTEN_FDS={setup.listen_fds}",
-            f"LISTEN_PID={os.getpid()}",
+            f"LISTEN_PID={posix.getpid()}",
         ]
     for fd in range(3, 3 + setup.extra_fds):
         try:
-            os.set_inheritable(fd, True)
+            posix.set_inheritable(fd, True)
         except OSError as err:
             raise StartError(
                 f"cannot pass fd {fd} to the process (LISTEN_FDS/--preserve-fds): {_reason(err)}"
             ) from err
 
-    os.write(report_fd, READY)
+    posix.write(report_fd, READY)
     if fifo_fd >= 0:
         _wait_for_start(fifo_fd)
-    elif release_fd >= 0 and not os.read(release_fd, 1):
+    elif release_fd >= 0 and not posix.read(release_fd, 1):
         raise StartError("the runtime went away before it started the container")
     if setup.start_hooks:
         from hostjob.runtime.hooks import run_hooks
 
-        state = dict(setup.hook_state, pid=os.getpid(), status="created")
+        state = dict(setup.hook_state, pid=posix.getpid(), status="created")
         run_hooks("startContainer", setup.start_hooks, state)
     _reset_signals()
     try:
-        os.execve(program, plan.args, env_dict(env))
+        posix.execve(program, plan.args, env_dict(env))
     except OSError as err:
         raise StartError(f'exec: "{plan.args[0]}": {err.strerror}') from err
 
@@ -356,20 +360,20 @@ def _connect_stdio(stdout: str, stderr: str) -> None:
     busy or restarting watcher."""
     import fcntl
 
-    null = os.open("/dev/null", os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
+    null = posix.open("/dev/null", posix.O_RDONLY)
+    posix.dup2(null, 0)
+    posix.close(null)
     for target, path in ((1, stdout), (2, stderr)):
         try:
-            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = posix.open(path, posix.O_RDWR | posix.O_NOFOLLOW | posix.O_CLOEXEC)
         except OSError as err:
             raise StartError(f"cannot open the container's output {path}: {_reason(err)}") from err
         try:
             fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _pipe_max_size())
         except OSError:
             pass  # over the user's pipe-buffer quota: the default 64 KiB does
-        os.dup2(fd, target)  # dup2 clears close-on-exec on the copy
-        os.close(fd)
+        posix.dup2(fd, target)  # dup2 clears close-on-exec on the copy
+        posix.close(fd)
 
 
 def _pipe_max_size() -> int:
@@ -399,11 +403,11 @@ def _reset_signals() -> None:
 
 
 def _close_fds_except(keep: set[int]) -> None:
-    for name in os.listdir("/proc/self/fd"):
+    for name in posix.listdir("/proc/self/fd"):
         fd = int(name)
         if fd not in keep:
             try:
-                os.close(fd)
+                posix.close(fd)
             except OSError:
                 pass  # the listdir's own fd
 
@@ -411,11 +415,11 @@ def _close_fds_except(keep: set[int]) -> None:
 def _write_setting(path: str, value: str, setting: str) -> None:
     """Write ``value`` to a /proc file; a failure names the file and the setting."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+        fd = posix.open(path, posix.O_WRONLY | posix.O_CLOEXEC)
         try:
-            os.write(fd, value.encode())
+            posix.write(fd, value.encode())
         finally:
-            os.close(fd)
+            posix.close(fd)
     except OSError as err:
         raise StartError(f"cannot write {path} ({setting}): {_reason(err)}") from err
 
@@ -440,7 +444,7 @@ def _make_cwd(path: str, uid: int, gid: int, mount_point: str) -> None:
     with ``fchown`` on the fd of the directory just made, never by path."""
     from hostjob import fsutil
 
-    root = os.path.realpath(mount_point)
+    root = paths.realpath(mount_point)
     # Symlinks of the existing part that stay inside the image are resolved first.
     try:
         target = fsutil.canonical(path)
@@ -452,15 +456,15 @@ def _make_cwd(path: str, uid: int, gid: int, mount_point: str) -> None:
         )
 
     def give(fd: int) -> None:
-        os.fchown(fd, uid, gid)
+        posix.fchown(fd, uid, gid)
 
     try:
         anchor = fsutil.open_anchor(root)
         try:
             fd = fsutil.make_dirs(anchor, fsutil.parts(target[len(root) :]), 0o700, after=give)
         finally:
-            os.close(anchor)
-        os.close(fd)
+            posix.close(anchor)
+        posix.close(fd)
     except OSError as err:
         if err.errno in (errno.ELOOP, errno.ENOTDIR):
             raise StartError(
@@ -474,9 +478,9 @@ def _switch_identity(plan: LaunchPlan) -> None:
     user = plan.user
     wanted = plan.capabilities
     if wanted is None:
-        if (user.uid, user.gid) != (os.getuid(), os.getgid()) or sorted(user.groups) != sorted(
-            os.getgroups()
-        ):
+        if (user.uid, user.gid) != (posix.getuid(), posix.getgid()) or sorted(
+            user.groups
+        ) != sorted(posix.getgroups()):
             _set_user(user.uid, user.gid, user.groups)
         return  # no capability sets asked: keep what the user switch leaves
     from hostjob import linux
@@ -517,11 +521,11 @@ def _switch_identity(plan: LaunchPlan) -> None:
 def _set_user(uid: int, gid: int, groups: list[int]) -> None:
     try:
         step = f"set the additional groups {groups}"
-        os.setgroups(groups)
+        posix.setgroups(groups)
         step = f"set gid {gid}"
-        os.setgid(gid)
+        posix.setgid(gid)
         step = f"set uid {uid}"
-        os.setuid(uid)
+        posix.setuid(uid)
     except OSError as err:
         raise StartError(f"cannot {step}: {_reason(err)}") from err
 
@@ -540,7 +544,7 @@ def _wait_for_start(fifo_fd: int) -> None:
     poller.register(fifo_fd, select.POLLIN)
     while True:
         poller.poll()
-        if os.read(fifo_fd, 1):
+        if posix.read(fifo_fd, 1):
             break
         # A writer left without writing (a start killed mid-way): wait for the next.
         time.sleep(0.01)

@@ -28,10 +28,11 @@ delete), never followed.
 from __future__ import annotations
 
 import errno
-import os
+import posix
 import stat
 
-from hostjob import fsutil
+from hostjob import fsutil, paths
+from hostjob.env import getenv
 from hostjob.errors import MountError, StartError
 from hostjob.runtime.undo import REMOVE, RESTORE_DIR, UNMOUNT
 
@@ -113,7 +114,7 @@ def plan_host(job: JobConfig) -> HostPlan | None:
     first write of the record (and ``prepare_host``'s recording of them costs no write).
     None where a step depends on one before it: a mount point of its own (its
     directories and bind come first) or a rootfs that is not a directory yet."""
-    if job.bind_rootfs or not os.path.isdir(job.rootfs):
+    if job.bind_rootfs or not paths.isdir(job.rootfs):
         return None
     return HostPlan(job)
 
@@ -138,7 +139,7 @@ def _self_bind_entry(job: JobConfig) -> list[str]:
 # The per-mount flags a bind remount keeps from the mount it changes. A remount with
 # MS_BIND replaces all of them: without these, making an image's nosuid,nodev rootfs
 # read-only would make its setuid files work again (runc keeps them the same way).
-_KEPT_FLAGS = ((os.ST_NOSUID, 0x2), (os.ST_NODEV, 0x4), (os.ST_NOEXEC, 0x8))
+_KEPT_FLAGS = ((posix.ST_NOSUID, 0x2), (posix.ST_NODEV, 0x4), (posix.ST_NOEXEC, 0x8))
 
 
 def _remount(fd: int, flags: int) -> None:
@@ -146,7 +147,7 @@ def _remount(fd: int, flags: int) -> None:
     ``fd`` is (reached without symlinks), keeping its nosuid, nodev and noexec."""
     from hostjob import linux
 
-    current = os.fstatvfs(fd).f_flag
+    current = posix.fstatvfs(fd).f_flag
     for st_flag, ms_flag in _KEPT_FLAGS:
         if current & st_flag:
             flags |= ms_flag
@@ -162,7 +163,7 @@ def _mount_id_at(path: str, what: str) -> int:
     try:
         return fsutil.mount_id(fd)
     finally:
-        os.close(fd)
+        posix.close(fd)
 
 
 def _bind_rootfs(job: JobConfig, record: Record) -> None:
@@ -181,17 +182,17 @@ def _bind_rootfs(job: JobConfig, record: Record) -> None:
     parent_fd, name = _make_parent(target, f"mount point {asked}", record)
     try:
         try:
-            st: os.stat_result | None = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+            st: posix.stat_result | None = posix.stat(name, dir_fd=parent_fd, follow_symlinks=False)
         except FileNotFoundError:
             st = None
         if st is None:
             record([REMOVE, target])
-            os.mkdir(name, 0o755, dir_fd=parent_fd)
+            posix.mkdir(name, 0o755, dir_fd=parent_fd)
         elif not stat.S_ISDIR(st.st_mode):
             raise MountError(f"mount point {asked} exists and is not a directory")
         fd = _open_no_symlink(parent_fd, name, f"mount point {asked}")
         try:
-            if st is not None and os.listdir(fd):
+            if st is not None and posix.listdir(fd):
                 raise MountError(f"mount point {asked} is not empty")
             # The mount point may be someone's mount: delete leaves it there.
             record([UNMOUNT, target, str(fsutil.mount_id(fd))])
@@ -200,9 +201,9 @@ def _bind_rootfs(job: JobConfig, record: Record) -> None:
             except OSError as err:
                 raise MountError(f"cannot bind {job.rootfs} at {asked}: {err.strerror}") from err
         finally:
-            os.close(fd)
+            posix.close(fd)
     finally:
-        os.close(parent_fd)
+        posix.close(parent_fd)
     if job.image is not None:
         _remount_path(target, asked, linux.MS_NOSUID | linux.MS_NODEV)
 
@@ -218,7 +219,7 @@ def _remount_path(target: str, asked: str, flags: int) -> None:
     except OSError as err:
         raise MountError(f"cannot remount {asked}: {err.strerror}") from err
     finally:
-        os.close(fd)
+        posix.close(fd)
 
 
 def _make_parent(path: str, what: str, record: Record) -> tuple[int, str]:
@@ -236,14 +237,14 @@ def _make_parent(path: str, what: str, record: Record) -> tuple[int, str]:
     try:
         return fsutil.make_dirs(root, parents, 0o755, before=made), names[-1]
     except OSError as err:
-        raise _walk_error(what, os.path.dirname(path), err) from err
+        raise _walk_error(what, paths.dirname(path), err) from err
     finally:
-        os.close(root)
+        posix.close(root)
 
 
 def _open_no_symlink(parent_fd: int, name: str, what: str) -> int:
     try:
-        return os.open(name, fsutil.DIR_FLAGS, dir_fd=parent_fd)
+        return posix.open(name, fsutil.DIR_FLAGS, dir_fd=parent_fd)
     except OSError as err:
         raise _walk_error(what, name, err) from err
 
@@ -285,37 +286,37 @@ class _Link:
         except OSError as err:
             raise _walk_error(self.what, "/" + "/".join(self.parents), err) from err
         finally:
-            os.close(root)
+            posix.close(root)
         try:
             if self.replaces_dir:
-                os.rmdir(self.name, dir_fd=parent_fd)
-            os.symlink(self.source, self.name, dir_fd=parent_fd)
+                posix.rmdir(self.name, dir_fd=parent_fd)
+            posix.symlink(self.source, self.name, dir_fd=parent_fd)
         except OSError as err:
             link = "/" + "/".join([*self.parents, self.name])
             raise MountError(f"{self.what}: cannot link {link}: {err.strerror}") from err
         finally:
-            os.close(parent_fd)
+            posix.close(parent_fd)
 
 
 def _plan_link(rootfs: str, source: str, destination: str) -> _Link | None:
     """What linking ``destination`` in the rootfs to ``source`` takes, checked (None:
     the link is there already); nothing is changed yet."""
     what = f"volume {destination}"
-    real_root = os.path.realpath(rootfs)
-    link = os.path.join(rootfs, destination.lstrip("/"))
-    parent = _canonical(os.path.dirname(link), what)
+    real_root = paths.realpath(rootfs)
+    link = paths.join(rootfs, destination.lstrip("/"))
+    parent = _canonical(paths.dirname(link), what)
     if not fsutil.under(parent, real_root):
         # The image's own symlink (var/run -> /run, or a hostile w -> /etc) would put
         # the link, and the directories made for it, on the host outside the rootfs.
-        existing = os.path.dirname(link)
-        while not os.path.lexists(existing):
-            existing = os.path.dirname(existing)
+        existing = paths.dirname(link)
+        while not paths.lexists(existing):
+            existing = paths.dirname(existing)
         raise MountError(
-            f"{what}: {os.path.relpath(existing, rootfs)} in the rootfs is a"
+            f"{what}: {paths.relpath(existing, rootfs)} in the rootfs is a"
             " symlink leading outside it"
         )
-    name = os.path.basename(link)
-    target = os.path.join(parent, name)
+    name = paths.basename(link)
+    target = paths.join(parent, name)
     parents = fsutil.parts(parent)
     plan = _Link(what, source, parents, name)
     root = fsutil.open_anchor("/")
@@ -324,21 +325,21 @@ def _plan_link(rootfs: str, source: str, destination: str) -> _Link | None:
     except OSError as err:
         raise _walk_error(what, parent, err) from err
     finally:
-        os.close(root)
+        posix.close(root)
     # Each directory that is missing is made, recorded first (removed at delete).
     for i in range(reached, len(parents)):
         plan.undo.append([REMOVE, "/" + "/".join(parents[: i + 1])])
     if reached < len(parents):
-        os.close(parent_fd)
+        posix.close(parent_fd)
         plan.undo.append([REMOVE, target])
         return plan
     try:
         try:
-            st: os.stat_result | None = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+            st: posix.stat_result | None = posix.stat(name, dir_fd=parent_fd, follow_symlinks=False)
         except FileNotFoundError:
             st = None
         if st is not None and stat.S_ISLNK(st.st_mode):
-            if os.readlink(name, dir_fd=parent_fd) == source:
+            if posix.readlink(name, dir_fd=parent_fd) == source:
                 return None
             raise MountError(f"{what}: {link} is already a link elsewhere")
         if st is not None:
@@ -349,15 +350,15 @@ def _plan_link(rootfs: str, source: str, destination: str) -> _Link | None:
         plan.undo.append([REMOVE, target])
         return plan
     finally:
-        os.close(parent_fd)
+        posix.close(parent_fd)
 
 
 def _has_entries(parent_fd: int, name: str, what: str) -> bool:
     fd = _open_no_symlink(parent_fd, name, what)
     try:
-        return bool(os.listdir(fd))
+        return bool(posix.listdir(fd))
     finally:
-        os.close(fd)
+        posix.close(fd)
 
 
 def prepare_bind(job: JobConfig, record: Record, adopt: Callable[[list[str]], None]) -> None:
@@ -383,7 +384,7 @@ def prepare_bind(job: JobConfig, record: Record, adopt: Callable[[list[str]], No
         if tree == "/dev":
             continue
         if tree is not None:
-            if not os.path.lexists(target):
+            if not paths.lexists(target):
                 raise MountError(
                     f"volume {asked}: {target} does not exist, and hostjob makes nothing"
                     f" under {tree} (only a path that exists there can be a mount target)"
@@ -392,18 +393,24 @@ def prepare_bind(job: JobConfig, record: Record, adopt: Callable[[list[str]], No
         parent_fd, name = _make_parent(target, what, record)
         try:
             try:
-                os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+                posix.stat(name, dir_fd=parent_fd, follow_symlinks=False)
                 continue
             except FileNotFoundError:
                 pass
             record([REMOVE, target])
-            if os.path.isdir(source):
-                os.mkdir(name, 0o755, dir_fd=parent_fd)
+            if paths.isdir(source):
+                posix.mkdir(name, 0o755, dir_fd=parent_fd)
             else:
-                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-                os.close(os.open(name, flags, 0o644, dir_fd=parent_fd))
+                flags = (
+                    posix.O_WRONLY
+                    | posix.O_CREAT
+                    | posix.O_EXCL
+                    | posix.O_NOFOLLOW
+                    | posix.O_CLOEXEC
+                )
+                posix.close(posix.open(name, flags, 0o644, dir_fd=parent_fd))
         finally:
-            os.close(parent_fd)
+            posix.close(parent_fd)
 
 
 def _system_tree(target: str) -> str | None:
@@ -421,7 +428,7 @@ def _bind_targets(job: JobConfig) -> list[tuple[str, str]]:
     """(target, source) of the rootfs and each volume, in mount order."""
     targets = [(job.mount_point, job.rootfs)]
     for volume in job.volumes:
-        if not os.path.exists(volume.source):
+        if not paths.exists(volume.source):
             raise MountError(f"volume {volume.destination}: source {volume.source} does not exist")
         targets.append((volume.destination, volume.source))
     return targets
@@ -472,7 +479,7 @@ def enter_bind_namespace(job: JobConfig) -> Callable[[], None]:
         t.target = _canonical(t.asked, f"mount target {t.asked}")
     private_dev = False
     for t in targets:
-        if _system_tree(t.target) == "/dev" and not os.path.lexists(t.target):
+        if _system_tree(t.target) == "/dev" and not paths.lexists(t.target):
             t.in_private_dev = private_dev = True
 
     def enter() -> None:
@@ -503,7 +510,7 @@ def enter_bind_namespace(job: JobConfig) -> Callable[[], None]:
                 _mount_target(t, clones.get(i))
         finally:
             for fd in clones.values():
-                os.close(fd)
+                posix.close(fd)
 
     return enter
 
@@ -534,7 +541,7 @@ def _mount_target(t: _Target, clone: int | None) -> None:
     except OSError as err:
         raise MountError(f"{what}: {err.strerror}") from err
     finally:
-        os.close(fd)
+        posix.close(fd)
     change = {PRIVATE: linux.MS_PRIVATE, SLAVE: linux.MS_SLAVE}.get(t.propagation or "")
     if not change and not t.readonly:
         return
@@ -552,7 +559,7 @@ def _mount_target(t: _Target, clone: int | None) -> None:
             except OSError as err:
                 raise MountError(f"cannot make {t.asked} read-only: {err.strerror}") from err
     finally:
-        os.close(fd)
+        posix.close(fd)
 
 
 # The job's private /dev: an overlay whose lower layer is the host's /dev (device nodes
@@ -591,12 +598,12 @@ def _private_dev() -> None:
         except OSError as err:
             raise MountError(f"{what} (tmpfs): {err.strerror}") from err
         finally:
-            os.close(context)
+            posix.close(context)
         try:
-            os.mkdir("upper", 0o755, dir_fd=upper)
-            os.mkdir("work", 0o755, dir_fd=upper)
+            posix.mkdir("upper", 0o755, dir_fd=upper)
+            posix.mkdir("work", 0o755, dir_fd=upper)
             flags = 0
-            current = os.statvfs("/dev").f_flag
+            current = posix.statvfs("/dev").f_flag
             for st_flag, ms_flag in _KEPT_FLAGS:
                 if current & st_flag:
                     flags |= ms_flag
@@ -606,7 +613,7 @@ def _private_dev() -> None:
         except OSError as err:
             raise MountError(f"{what} (overlay): {err.strerror}") from err
         finally:
-            os.close(upper)  # the overlay keeps its own reference to the layer
+            posix.close(upper)  # the overlay keeps its own reference to the layer
         for point, clone in clones:
             fd = _open_target(point, point, point)
             try:
@@ -615,10 +622,10 @@ def _private_dev() -> None:
             except OSError as err:
                 raise MountError(f"{what} (binding {point} again): {err.strerror}") from err
             finally:
-                os.close(fd)
+                posix.close(fd)
     finally:
         for _point, clone in clones:
-            os.close(clone)
+            posix.close(clone)
 
 
 def _make_dev_target(t: _Target) -> int:
@@ -632,42 +639,48 @@ def _make_dev_target(t: _Target) -> int:
         try:
             parent = fsutil.make_dirs(root, names[:-1], 0o755)
         finally:
-            os.close(root)
+            posix.close(root)
     except OSError as err:
-        raise _walk_error(what, os.path.dirname(t.target), err) from err
+        raise _walk_error(what, paths.dirname(t.target), err) from err
     try:
         name = names[-1]
         try:
-            if os.path.isdir(t.source):
-                os.mkdir(name, 0o755, dir_fd=parent)
+            if paths.isdir(t.source):
+                posix.mkdir(name, 0o755, dir_fd=parent)
             else:
-                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-                os.close(os.open(name, flags, 0o644, dir_fd=parent))
+                flags = (
+                    posix.O_WRONLY
+                    | posix.O_CREAT
+                    | posix.O_EXCL
+                    | posix.O_NOFOLLOW
+                    | posix.O_CLOEXEC
+                )
+                posix.close(posix.open(name, flags, 0o644, dir_fd=parent))
         except FileExistsError:
             pass  # the host made it meanwhile: it shows through the overlay
         except OSError as err:
             raise MountError(f"{what}: {err.strerror}") from err
     finally:
-        os.close(parent)
+        posix.close(parent)
     return _open_target(t.target, t.asked, t.source)
 
 
 def _open_target(target: str, asked: str, source: str) -> int:
     """An O_PATH fd of a mount target (a directory or a file, never a symlink)."""
-    parent, name = os.path.split(target)
+    parent, name = paths.split(target)
     what = f"cannot bind {source} at {asked}"
     try:
         parent_fd = fsutil.walk_path(parent)
     except OSError as err:
         raise _walk_error(what, parent, err) from err
     try:
-        fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
+        fd = posix.open(name, posix.O_PATH | posix.O_NOFOLLOW | posix.O_CLOEXEC, dir_fd=parent_fd)
     except OSError as err:
         raise MountError(f"{what}: {err.strerror}") from err
     finally:
-        os.close(parent_fd)
-    if stat.S_ISLNK(os.fstat(fd).st_mode):
-        os.close(fd)
+        posix.close(parent_fd)
+    if stat.S_ISLNK(posix.fstat(fd).st_mode):
+        posix.close(fd)
         raise MountError(f"{what}: {target} is a symlink")
     return fd
 
@@ -688,14 +701,14 @@ def join_namespace(init_pid: int, start_time: int) -> Callable[[], None]:
         from hostjob import linux
 
         try:
-            pidfd = os.pidfd_open(init_pid)
+            pidfd = posix.pidfd_open(init_pid)
         except ProcessLookupError as err:
             raise StartError(
                 "cannot join the container's mount namespace: its init is gone"
             ) from err
         try:
             _check_init(init_pid, start_time)
-            use_pidfd = PIDFD_SETNS and os.environ.get("HOSTJOB_PIDFD_SETNS") != "0"
+            use_pidfd = PIDFD_SETNS and getenv("HOSTJOB_PIDFD_SETNS") != "0"
             if use_pidfd:
                 try:
                     linux.setns(pidfd, linux.CLONE_NEWNS)
@@ -708,7 +721,7 @@ def join_namespace(init_pid: int, start_time: int) -> Callable[[], None]:
                         ) from err
             _join_by_proc(init_pid, start_time)
         finally:
-            os.close(pidfd)
+            posix.close(pidfd)
 
     return join
 
@@ -718,7 +731,7 @@ def _join_by_proc(init_pid: int, start_time: int) -> None:
 
     path = f"/proc/{init_pid}/ns/mnt"
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = posix.open(path, posix.O_RDONLY | posix.O_CLOEXEC)
     except OSError as err:
         raise StartError(f"cannot open {path}: {err.strerror}") from err
     try:
@@ -730,7 +743,7 @@ def _join_by_proc(init_pid: int, start_time: int) -> None:
         except OSError as err:
             raise StartError(f"cannot join the mount namespace {path}: {err.strerror}") from err
     finally:
-        os.close(fd)
+        posix.close(fd)
 
 
 def _check_init(pid: int, start_time: int) -> None:

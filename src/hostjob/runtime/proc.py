@@ -13,7 +13,7 @@ command. ``parse_signal`` reads ``9``, ``KILL``, ``SIGKILL``, ``SIGRTMIN+3``.
 
 from __future__ import annotations
 
-import os
+import posix
 import select
 import time
 
@@ -71,12 +71,12 @@ def open_pidfd(pid: int, started: int) -> int | None:
     if pid <= 0:
         return None
     try:
-        fd = os.pidfd_open(pid)
+        fd = posix.pidfd_open(pid)
     except ProcessLookupError:
         return None
     # Checked after opening: from now on the pidfd pins this exact process.
     if not is_alive(pid, started):
-        os.close(fd)
+        posix.close(fd)
         return None
     return fd
 
@@ -92,7 +92,7 @@ def signal_process(pid: int, started: int, signum: int) -> bool:
     except ProcessLookupError:
         return False
     finally:
-        os.close(fd)
+        posix.close(fd)
 
 
 def wait_pidfd(fd: int, timeout: float | None) -> bool:
@@ -119,9 +119,9 @@ def env_dict(env: list[str]) -> dict[str, str]:
 
 def exit_code(status: int) -> int:
     """A wait status as a shell does: the exit code, or 128+N for signal N."""
-    if os.WIFSIGNALED(status):
-        return 128 + os.WTERMSIG(status)
-    return os.waitstatus_to_exitcode(status)
+    if posix.WIFSIGNALED(status):
+        return 128 + posix.WTERMSIG(status)
+    return posix.waitstatus_to_exitcode(status)
 
 
 # --- signals by name -------------------------------------------------------------------

@@ -9,9 +9,11 @@ the program is looked up by the child after it has become the target user
 from __future__ import annotations
 
 import grp
-import os
+import posix
 import pwd
 
+from hostjob import paths
+from hostjob.env import environ_copy
 from hostjob.errors import ConfigError, StartError
 from hostjob.linux import cap_mask
 
@@ -115,12 +117,12 @@ def overflow_uid() -> int:
 
 def resolve_user(proc: ProcessConfig, inherit: bool) -> Credentials:
     if inherit:
-        uid = os.getuid()
+        uid = posix.getuid()
         entry = _passwd(uid)
         return Credentials(
             uid,
-            os.getgid(),
-            os.getgroups(),
+            posix.getgid(),
+            posix.getgroups(),
             entry.pw_dir if entry else "/",
             entry.pw_name if entry else None,
             entry.pw_shell if entry else None,
@@ -146,7 +148,7 @@ def _passwd(uid: int) -> pwd.struct_passwd | None:
 
 def _from_username(name: str, gid: int | None, extra: list[int]) -> Credentials:
     try:
-        bad = "\0" in name or not os.fsencode(name)
+        bad = "\0" in name or not paths.fsencode(name)
     except UnicodeError:
         bad = True
     if bad:  # the passwd lookups would raise ValueError
@@ -164,7 +166,7 @@ def _from_username(name: str, gid: int | None, extra: list[int]) -> Credentials:
         entry = None
     if entry is not None:
         primary = gid if gid is not None else entry.pw_gid
-        groups = sorted(set(os.getgrouplist(entry.pw_name, primary)) | set(extra))
+        groups = sorted(set(posix.getgrouplist(entry.pw_name, primary)) | set(extra))
         return Credentials(
             entry.pw_uid, primary, groups, entry.pw_dir, entry.pw_name, entry.pw_shell
         )
@@ -184,7 +186,7 @@ def build_env(
 ) -> list[str]:
     env: dict[str, str] = {}
     if inherit:
-        env.update(os.environ)
+        env.update(environ_copy())
     else:
         env["HOME"] = creds.home
         if creds.name:
@@ -207,7 +209,7 @@ def build_env(
 def extend_path(path: str, mount_point: str) -> str:
     """Host entries first, then the mount point and its copy of each entry."""
     entries = [e for e in path.split(":") if e]
-    copies = [os.path.join(mount_point, e.lstrip("/")) for e in entries if e.startswith("/")]
+    copies = [paths.join(mount_point, e.lstrip("/")) for e in entries if e.startswith("/")]
     return ":".join([*entries, mount_point, *copies])
 
 
@@ -215,13 +217,13 @@ def working_dir(cwd: str | None, mount_point: str, mode: str) -> tuple[str, bool
     """(directory, create it if missing)."""
     if not cwd:
         return mount_point, mode == "host"
-    cwd = os.path.normpath(substitute(cwd, mount_point))
+    cwd = paths.normpath(substitute(cwd, mount_point))
     if mode == "bind":
         return cwd, False
     root = mount_point.rstrip("/")
     if cwd == root or cwd.startswith(root + "/"):
         return cwd, True
-    return os.path.normpath(os.path.join(mount_point, cwd.lstrip("/"))), True
+    return paths.normpath(paths.join(mount_point, cwd.lstrip("/"))), True
 
 
 def plan(job: JobConfig, proc: ProcessConfig) -> LaunchPlan:
@@ -276,30 +278,30 @@ def rlimit_number(name: str) -> int:
 def find_program(arg0: str, cwd: str, path_value: str, mount_point: str) -> str:
     """Resolve args[0] (SPEC §6 "Program"); raises StartError like runc's messages."""
     if "/" in arg0:
-        if not os.path.isabs(arg0):
-            candidate = os.path.join(cwd, arg0)
-        elif os.path.lexists(arg0):
+        if not paths.isabs(arg0):
+            candidate = paths.join(cwd, arg0)
+        elif paths.lexists(arg0):
             candidate = arg0
         else:
-            inside = os.path.join(mount_point, arg0.lstrip("/"))
-            candidate = inside if os.path.lexists(inside) else arg0
+            inside = paths.join(mount_point, arg0.lstrip("/"))
+            candidate = inside if paths.lexists(inside) else arg0
         _check_executable(arg0, candidate)
         return candidate
     for entry in path_value.split(":"):
-        candidate = os.path.join(entry or ".", arg0)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+        candidate = paths.join(entry or ".", arg0)
+        if paths.isfile(candidate) and posix.access(candidate, posix.X_OK):
             return candidate
     raise StartError(f'exec: "{arg0}": executable file not found in $PATH')
 
 
 def _check_executable(arg0: str, candidate: str) -> None:
     try:
-        st = os.stat(candidate)
+        st = posix.stat(candidate)
     except OSError as err:
         raise StartError(
             f'exec: "{arg0}": stat {candidate}: {(err.strerror or str(err)).lower()}'
         ) from err
-    if os.path.isdir(candidate):
+    if paths.isdir(candidate):
         raise StartError(f'exec: "{arg0}": is a directory')
-    if not (st.st_mode & 0o111) or not os.access(candidate, os.X_OK):
+    if not (st.st_mode & 0o111) or not posix.access(candidate, posix.X_OK):
         raise StartError(f'exec: "{arg0}": permission denied')

@@ -13,7 +13,7 @@ run of a container whose rootfs an image provides (``hostjob.images.run``).
 
 from __future__ import annotations
 
-import os
+import posix
 
 from hostjob.errors import ContainerNotFound, HostjobError
 from hostjob.runtime import proc
@@ -93,7 +93,7 @@ def run(
         raise
     finally:
         if master >= 0:
-            os.close(master)
+            posix.close(master)
     if keep:
         container.cgroup().terminate(stop_grace())  # the rest of the job: TERM, then KILL
         reap_orphans()

@@ -12,9 +12,9 @@ other; readers (``state``, ``list``) take no lock, thanks to the atomic writes.
 from __future__ import annotations
 
 import errno
-import os
+import posix
 
-from hostjob import jsonio
+from hostjob import jsonio, paths
 from hostjob.errors import (
     ConfigError,
     ContainerExists,
@@ -103,10 +103,10 @@ class ExitStatus(Model):
         """From a wait status (None: unknown)."""
         if wait_status is None:
             return cls(code=None, signal=None, finished=finished, oom_killed=oom_killed)
-        if os.WIFSIGNALED(wait_status):
-            signum = os.WTERMSIG(wait_status)
+        if posix.WIFSIGNALED(wait_status):
+            signum = posix.WTERMSIG(wait_status)
             return cls(code=128 + signum, signal=signum, finished=finished, oom_killed=oom_killed)
-        code = os.waitstatus_to_exitcode(wait_status)
+        code = posix.waitstatus_to_exitcode(wait_status)
         return cls(code=code, signal=None, finished=finished, oom_killed=oom_killed)
 
     @property
@@ -182,17 +182,17 @@ class StateStore:
     __slots__ = ("root",)
 
     def __init__(self, root: str = DEFAULT_ROOT) -> None:
-        self.root = os.path.abspath(root)
+        self.root = paths.abspath(root)
 
     def dir(self, container_id: str) -> str:
-        return os.path.join(self.root, validate_id(container_id))
+        return paths.join(self.root, validate_id(container_id))
 
     def fifo(self, container_id: str) -> str:
-        return os.path.join(self.dir(container_id), FIFO_NAME)
+        return paths.join(self.dir(container_id), FIFO_NAME)
 
     def path(self, container_id: str, name: str) -> str:
         """A file of the container's directory (``STDOUT_FIFO``, ``WATCHER_LOCK``...)."""
-        return os.path.join(self.dir(container_id), name)
+        return paths.join(self.dir(container_id), name)
 
     def _ensure_root(self) -> None:
         # 0711: nobody else may list or write it, but a container running as another
@@ -206,14 +206,14 @@ class StateStore:
             raise PermissionDenied(
                 f"cannot create the state directory {self.root}: hostjob needs root"
             ) from err
-        st = os.stat(self.root)
+        st = posix.stat(self.root)
         if st.st_mode & 0o022:
             raise PermissionDenied(
                 f"state directory {self.root} is writable by others; refusing it"
             )
-        if st.st_mode & 0o777 != 0o711 and st.st_uid == os.geteuid():
+        if st.st_mode & 0o777 != 0o711 and st.st_uid == posix.geteuid():
             # Exactly 0711: a root made readable (0755) would let anyone list the IDs.
-            os.chmod(self.root, 0o711)
+            posix.chmod(self.root, 0o711)
 
     def open_for_user(self, container_id: str) -> None:
         """Let a container's non-root user traverse its directory (0711) to reach the
@@ -221,14 +221,14 @@ class StateStore:
         state, the config.json and the exec fifo are 0600, and the directory cannot be
         listed. (Any local user who knows the ID can reach the rootfs too: an image
         overlay, nosuid,nodev, whose files keep the image's own modes.)"""
-        os.chmod(self.dir(container_id), 0o711)
+        posix.chmod(self.dir(container_id), 0o711)
 
     def create(self, container_id: str) -> FileLock:
         """Make the container's directory and lock it; the ID must be new."""
         path = self.dir(container_id)
         self._ensure_root()
         try:
-            os.mkdir(path, 0o700)
+            posix.mkdir(path, 0o700)
         except FileExistsError as err:
             raise ContainerExists(container_id) from err
         except PermissionError as err:
@@ -241,7 +241,7 @@ class StateStore:
 
     def _lock_dir(self, path: str, container_id: str) -> FileLock:
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fd = posix.open(path, posix.O_RDONLY | posix.O_DIRECTORY | posix.O_CLOEXEC)
         except FileNotFoundError as err:
             raise ContainerNotFound(container_id) from err
         except PermissionError as err:
@@ -250,7 +250,7 @@ class StateStore:
 
         lock = lock_fd(fd)
         # The directory may have been deleted while we waited for the lock.
-        if os.fstat(fd).st_nlink == 0:
+        if posix.fstat(fd).st_nlink == 0:
             lock.release()
             raise ContainerNotFound(container_id)
         return lock
@@ -262,7 +262,9 @@ class StateStore:
         from hostjob import fsutil
 
         self._ensure_root()
-        return fsutil.lock_fd(os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        return fsutil.lock_fd(
+            posix.open(self.root, posix.O_RDONLY | posix.O_DIRECTORY | posix.O_CLOEXEC)
+        )
 
     def creator_alive(self, container_id: str) -> bool:
         """True while some command holds the container's lock (e.g. create in progress)."""
@@ -275,7 +277,7 @@ class StateStore:
         import pwd
 
         try:
-            uid = os.stat(self.dir(container_id)).st_uid
+            uid = posix.stat(self.dir(container_id)).st_uid
             return pwd.getpwuid(uid).pw_name
         except (OSError, KeyError):
             return ""
@@ -285,24 +287,24 @@ class StateStore:
         None for a job container or an unknown ID. One ``readlink``: every runtime
         command asks it first."""
         try:
-            return os.readlink(os.path.join(self.dir(container_id), ROUTE_NAME))
+            return posix.readlink(paths.join(self.dir(container_id), ROUTE_NAME))
         except (OSError, InvalidArgument):
             return None
 
     def write_route(self, container_id: str, runtime: str) -> None:
         """Record that ``runtime`` (an absolute path) runs the container (its directory
         made by ``create``)."""
-        os.symlink(runtime, os.path.join(self.dir(container_id), ROUTE_NAME))
+        posix.symlink(runtime, paths.join(self.dir(container_id), ROUTE_NAME))
 
     def delegate_root(self, runtime: str) -> str:
         """The state root of the real runtime ``runtime``: one of hostjob's own."""
-        return os.path.join(self.root, DELEGATE_DIR, os.path.basename(runtime))
+        return paths.join(self.root, DELEGATE_DIR, paths.basename(runtime))
 
     def has_delegates(self) -> bool:
-        return os.path.isdir(os.path.join(self.root, DELEGATE_DIR))
+        return paths.isdir(paths.join(self.root, DELEGATE_DIR))
 
     def exists(self, container_id: str) -> bool:
-        return os.path.isdir(self.dir(container_id))
+        return paths.isdir(self.dir(container_id))
 
     def read(self, container_id: str) -> Record | None:
         """The container's record; None when the directory exists without one
@@ -313,9 +315,9 @@ class StateStore:
         """``read``, and the record file's fd kept open (-1 if none or not ``hold``):
         while it is open its inode number names this version of the record, for
         ``unchanged`` (every write replaces the file; none changes it in place)."""
-        path = os.path.join(self.dir(container_id), STATE_FILE)
+        path = paths.join(self.dir(container_id), STATE_FILE)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = posix.open(path, posix.O_RDONLY | posix.O_NOFOLLOW | posix.O_CLOEXEC)
         except FileNotFoundError as err:
             if self.exists(container_id):
                 return None, -1
@@ -324,42 +326,42 @@ class StateStore:
             raise PermissionDenied(f"cannot read {path}: hostjob needs root") from err
         try:
             chunks = []
-            while chunk := os.read(fd, 65536):
+            while chunk := posix.read(fd, 65536):
                 chunks.append(chunk)
         except BaseException:
-            os.close(fd)
+            posix.close(fd)
             raise
         if not hold:
-            os.close(fd)
+            posix.close(fd)
             fd = -1
         data = b"".join(chunks)
         try:
             record: Record = Record.decode(jsonio.loads(data))
         except (ValueError, ConfigError) as err:  # atomic writes: tampering or disk damage
             if fd >= 0:
-                os.close(fd)
+                posix.close(fd)
             raise StateCorrupt(container_id, str(err)) from err
         return record, fd
 
     def unchanged(self, container_id: str, held: int) -> bool:
         """Whether the record file is still the one open as ``held`` (``read_held``)."""
         try:
-            current = os.stat(
-                os.path.join(self.dir(container_id), STATE_FILE), follow_symlinks=False
+            current = posix.stat(
+                paths.join(self.dir(container_id), STATE_FILE), follow_symlinks=False
             ).st_ino
-            return current == os.fstat(held).st_ino
+            return current == posix.fstat(held).st_ino
         except OSError:
             return False
 
     def write(self, record: Record) -> None:
-        path = os.path.join(self.dir(record.id), STATE_FILE)
+        path = paths.join(self.dir(record.id), STATE_FILE)
         from hostjob import fsutil
 
         fsutil.write_atomic(path, jsonio.dumps(record.to_json()).encode(), mode=0o600)
 
     def ids(self) -> list[str]:
         try:
-            names = os.listdir(self.root)
+            names = posix.listdir(self.root)
         except FileNotFoundError:
             return []
         except PermissionError as err:
@@ -373,7 +375,7 @@ class StateStore:
         itself is fd-relative and never crosses into a mount (``fsutil.remove_tree``):
         what a container wrote into its rootfs cannot redirect it."""
         path = self.dir(container_id)
-        if not os.path.lexists(path):
+        if not paths.lexists(path):
             return
         from hostjob import fsutil
 
@@ -392,23 +394,25 @@ def _has_directory(path: str) -> bool:
     """Whether the directory ``path`` holds a directory (an image container's rootfs, a
     mount point); True when it cannot be read."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = posix.open(
+            path, posix.O_RDONLY | posix.O_DIRECTORY | posix.O_NOFOLLOW | posix.O_CLOEXEC
+        )
     except OSError:
         return True
     try:
-        with os.scandir(fd) as entries:
+        with posix.scandir(fd) as entries:
             return any(entry.is_dir(follow_symlinks=False) for entry in entries)
     except OSError:
         return True
     finally:
-        os.close(fd)
+        posix.close(fd)
 
 
 def _unmount_under(path: str) -> None:
     """Detach every mount at or below ``path`` (the state root's own directory)."""
     from hostjob.mountinfo import mounts_under
 
-    real = os.path.realpath(path)
+    real = paths.realpath(path)
     points = mounts_under(real)
     if not points:
         return
@@ -434,12 +438,12 @@ def write_pid_file(path: str, pid: int) -> None:
     directory is the caller's: the temp file never writes through a planted symlink."""
     from hostjob import fsutil
 
-    fsutil.write_atomic(os.path.abspath(path), str(pid).encode())
+    fsutil.write_atomic(paths.abspath(path), str(pid).encode())
 
 
 def remove_pid_file(path: str) -> None:
     """Take back the pid file of a create that failed after writing it."""
     try:
-        os.unlink(path)
+        posix.unlink(path)
     except FileNotFoundError:
         pass

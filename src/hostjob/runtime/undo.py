@@ -13,10 +13,10 @@ trees they lie in may be written by the container (SECURITY.md). Apart from
 from __future__ import annotations
 
 import errno
-import os
+import posix
 import stat
 
-from hostjob import fsutil
+from hostjob import fsutil, paths
 from hostjob.errors import MountError
 
 UNMOUNT = "unmount"
@@ -71,7 +71,7 @@ def _unmount_all(target: str, keep: int = -1) -> None:
 def _parent_fd(path: str, verb: str) -> tuple[int, str] | None:
     """The fd of ``path``'s parent, reached from / without symlinks, and its name;
     None when it is gone, or (with a warning) when a symlink is on the way."""
-    parent, name = os.path.split(path)
+    parent, name = paths.split(path)
     if not name:
         return None
     try:
@@ -101,11 +101,11 @@ def _restore_dir(path: str) -> None:
         return
     fd, name = found
     try:
-        os.mkdir(name, 0o755, dir_fd=fd)
+        posix.mkdir(name, 0o755, dir_fd=fd)
     except FileExistsError:
         pass
     finally:
-        os.close(fd)
+        posix.close(fd)
 
 
 def _remove(path: str) -> None:
@@ -114,11 +114,11 @@ def _remove(path: str) -> None:
         return
     fd, name = found
     try:
-        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        st = posix.stat(name, dir_fd=fd, follow_symlinks=False)
         if stat.S_ISDIR(st.st_mode):
-            os.rmdir(name, dir_fd=fd)
+            posix.rmdir(name, dir_fd=fd)
         else:
-            os.unlink(name, dir_fd=fd)
+            posix.unlink(name, dir_fd=fd)
     except FileNotFoundError:
         pass
     except OSError as err:
@@ -128,4 +128,4 @@ def _remove(path: str) -> None:
             # ENOTEMPTY, EBUSY: someone else's files, or a mount: keep them.
             raise MountError(f"cannot remove {path}: {err.strerror}") from err
     finally:
-        os.close(fd)
+        posix.close(fd)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import errno
-import os
+import posix
 
 from hostjob.cgroups._fs import Dir, parse_keyed, write_error
 from hostjob.errors import CgroupError
@@ -82,6 +82,6 @@ def usage_stats(d: Dir, out: dict[str, Any]) -> None:
         return
     # Older kernels: cpuacct.stat in clock ticks.
     s = parse_keyed(d.read_optional("cpuacct.stat") or "")
-    tick = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    tick = 1_000_000_000 // posix.sysconf("SC_CLK_TCK")
     usage["user"] = s.get("user", 0) * tick
     usage["kernel"] = s.get("system", 0) * tick

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import errno
-import os
+import posix
 import time
 
 from hostjob.cgroups._fs import Dir, keyed_value, parse_int, parse_keyed, write_error
@@ -117,15 +117,15 @@ class Watcher(OOMWatcher):
         import select
 
         self._dir = d
-        self._efd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+        self._efd = posix.eventfd(0, posix.EFD_CLOEXEC | posix.EFD_NONBLOCK)
         try:
-            ofd = os.open("memory.oom_control", os.O_RDONLY | os.O_CLOEXEC, dir_fd=d.fd())
+            ofd = posix.open("memory.oom_control", posix.O_RDONLY | posix.O_CLOEXEC, dir_fd=d.fd())
             try:
                 d.write("cgroup.event_control", f"{self._efd} {ofd}")
             finally:
-                os.close(ofd)  # the kernel keeps its own reference
+                posix.close(ofd)  # the kernel keeps its own reference
         except BaseException as err:
-            os.close(self._efd)
+            posix.close(self._efd)
             if isinstance(err, OSError):
                 raise CgroupError(f"cannot watch {d.path}/memory.oom_control: {err}") from err
             raise
@@ -164,7 +164,7 @@ class Watcher(OOMWatcher):
                 return 0
             if self._poll.poll(min(left, step) * 1000):
                 try:
-                    self._events += int.from_bytes(os.read(self._efd, 8), "little")
+                    self._events += int.from_bytes(posix.read(self._efd, 8), "little")
                 except BlockingIOError:
                     pass
                 step = 0.005  # the kill follows the OOM notification closely
@@ -174,4 +174,4 @@ class Watcher(OOMWatcher):
     def close(self) -> None:
         if self._efd >= 0:
             fd, self._efd = self._efd, -1
-            os.close(fd)
+            posix.close(fd)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import errno
-import os
+import io
+import posix
 import time
 
 from hostjob.cgroups import resources as _res
@@ -85,12 +86,12 @@ class Watcher(OOMWatcher):
 
         self._dir = d
         try:
-            self._fd = os.open(
-                "memory.events", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=d.fd()
+            self._fd = posix.open(
+                "memory.events", posix.O_RDONLY | posix.O_NOFOLLOW | posix.O_CLOEXEC, dir_fd=d.fd()
             )
         except FileNotFoundError as err:
             raise MissingController("memory", "OOM events (memory.events)") from err
-        os.read(self._fd, 4096)  # arm POLLPRI
+        posix.read(self._fd, 4096)  # arm POLLPRI
         self._poll = select.poll()
         self._poll.register(self._fd, select.POLLPRI)
         self._count = oom_kill_count(d)
@@ -116,12 +117,12 @@ class Watcher(OOMWatcher):
                 return 0
             if self._poll.poll(min(left, 0.25) * 1000):
                 try:
-                    os.lseek(self._fd, 0, os.SEEK_SET)
-                    os.read(self._fd, 4096)  # re-arm
+                    posix.lseek(self._fd, 0, io.SEEK_SET)
+                    posix.read(self._fd, 4096)  # re-arm
                 except OSError:
                     return None
 
     def close(self) -> None:
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
-            os.close(fd)
+            posix.close(fd)

@@ -14,10 +14,10 @@ a valid container ID and ``./config.json`` exists (runc's default bundle).
 
 from __future__ import annotations
 
-import os
-
+from hostjob import paths
 from hostjob.cli.args import FLAG, INT, LIST, VALUE, Command, Option
 from hostjob.cli.commands.create import CREATE_OPTIONS
+from hostjob.env import popenv
 from hostjob.errors import InvalidArgument
 from hostjob.runtime.create import CreateOptions
 from hostjob.runtime.run import run as run_container
@@ -92,7 +92,7 @@ def _bundle_form(args: Args) -> bool:
         validate_id(args.target)
     except InvalidArgument:
         return False
-    return os.path.exists("config.json")
+    return paths.exists("config.json")
 
 
 def _create_options(args: Args, ctx: Context) -> CreateOptions:
@@ -188,10 +188,10 @@ def _foreground_command(args: Args, store: str, image: str) -> list[str]:
 def _absolute(dest: str, value: str) -> str:
     """An ``--env-file`` or a ``--volume`` source as an absolute path (a unit runs in /)."""
     if dest == "env_file":
-        return os.path.abspath(value)
+        return paths.abspath(value)
     if dest == "volume" and ":" in value:
         source, rest = value.split(":", 1)
-        return f"{os.path.abspath(source)}:{rest}"
+        return f"{paths.abspath(source)}:{rest}"
     return value
 
 
@@ -231,7 +231,7 @@ def _run_image(args: Args, ctx: Context) -> int:
         validate_id(args.name)
     daemon = _daemon_config(args)
     # systemd's socket is hostjob run's (generate systemd: Type=notify), never the job's.
-    notify_socket = os.environ.pop("NOTIFY_SOCKET", None)
+    notify_socket = popenv("NOTIFY_SOCKET")
     store = Store(args.store or None)
     render = progress.renderer(quiet=args.quiet)
     try:
