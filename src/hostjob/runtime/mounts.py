@@ -398,17 +398,7 @@ def prepare_bind(job: JobConfig, record: Record, adopt: Callable[[list[str]], No
             except FileNotFoundError:
                 pass
             record([REMOVE, target])
-            if paths.isdir(source):
-                posix.mkdir(name, 0o755, dir_fd=parent_fd)
-            else:
-                flags = (
-                    posix.O_WRONLY
-                    | posix.O_CREAT
-                    | posix.O_EXCL
-                    | posix.O_NOFOLLOW
-                    | posix.O_CLOEXEC
-                )
-                posix.close(posix.open(name, flags, 0o644, dir_fd=parent_fd))
+            _make_like(source, name, parent_fd)
         finally:
             posix.close(parent_fd)
 
@@ -628,6 +618,16 @@ def _private_dev() -> None:
             posix.close(clone)
 
 
+def _make_like(source: str, name: str, dir_fd: int) -> None:
+    """A mount target like its source at ``name`` in ``dir_fd``: a directory, else an empty
+    file; never through what lies there (O_EXCL: FileExistsError)."""
+    if paths.isdir(source):
+        posix.mkdir(name, 0o755, dir_fd=dir_fd)
+    else:
+        flags = posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL | posix.O_NOFOLLOW | posix.O_CLOEXEC
+        posix.close(posix.open(name, flags, 0o644, dir_fd=dir_fd))
+
+
 def _make_dev_target(t: _Target) -> int:
     """The target of a volume in the job's private ``/dev``, made there (never on the
     host) as a file or a directory like its source, with its missing parents; its
@@ -645,17 +645,7 @@ def _make_dev_target(t: _Target) -> int:
     try:
         name = names[-1]
         try:
-            if paths.isdir(t.source):
-                posix.mkdir(name, 0o755, dir_fd=parent)
-            else:
-                flags = (
-                    posix.O_WRONLY
-                    | posix.O_CREAT
-                    | posix.O_EXCL
-                    | posix.O_NOFOLLOW
-                    | posix.O_CLOEXEC
-                )
-                posix.close(posix.open(name, flags, 0o644, dir_fd=parent))
+            _make_like(t.source, name, parent)
         except FileExistsError:
             pass  # the host made it meanwhile: it shows through the overlay
         except OSError as err:
