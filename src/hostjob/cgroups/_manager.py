@@ -203,9 +203,9 @@ def mkdir_p(
     return made
 
 
-def rmdirs(paths: list[str]) -> None:
+def rmdirs(dirs: list[str]) -> None:
     """Best-effort removal of directories a failed create made (deepest first)."""
-    for path in reversed(paths):
+    for path in reversed(dirs):
         try:
             _fs.rmdir(path)
         except OSError:
