@@ -76,8 +76,8 @@ def modules_of(root: Path, argv: list[str], tmp_path: Path) -> tuple[int, set[st
     return result.returncode, set(dump.read_text().split())
 
 
-def test_lifecycle_imports(tmp_path: Path, bundle) -> None:
-    root = tmp_path / "state"
+def test_lifecycle_imports(tmp_path: Path, bundle, hj) -> None:
+    root = hj.root  # the fixture deletes what a failed step left (its container, its cgroup)
     cid = new_id()
     b = bundle(base_config("sleep", "300"))
     steps = [
