@@ -5,20 +5,17 @@ the standard path finder pays per module: a stat of the package directory, stats
 the source, an open, fstat, read and close of its ``.pyc``, and its own Python-level
 steps (measured: ~55 us an empty module, against ~35 us through a finder that has the
 code at hand; 1.7 ms of a ``run``, 1 ms of a ``state``). ``scripts/install`` compiles
-every module (as CPython does, but without docstrings, which the command never reads and
-which are ~15% of the bytes an import unmarshals: 0.2 ms of a ``state``; and without type
-annotations, which only the type checker reads: another 7% of the bytes, and a fifth of the
-time a module's body takes to define its classes and functions) into
+every module (as CPython does, but without what only readers and the type checker use:
+docstrings, ~15% of the bytes an import unmarshals, 0.2 ms of a ``state``; type
+annotations, another 7% of the bytes and a fifth of the time a module's body takes to
+define its classes and functions; and so ``from __future__ import annotations``, which
+would import ``__future__`` into every command) into
 ``hostjob/__pycache__/codepack.<cache tag>.bin``
 (``build``), and ``bin/hostjob`` loads this module from its file and puts ``PackFinder``
 first on ``sys.meta_path`` (``start``): a module then costs one ``stat`` of its source
 and one ``pread``.
 
-It also holds ``__future__``, which every hostjob module imports first (``from __future__
-import annotations``) and which otherwise costs a search of the standard library's
-directory (~0.3 ms): its own byte code, checked against its source like the rest. So
-neither this module nor ``hostjob/__init__.py`` imports it: they come before the pack.
-And it knows where the C extension modules of the runtime path lie (``_json``, which
+It also knows where the C extension modules of the runtime path lie (``_json``, which
 every command loads, ``resource``, ``_ctypes``): found without a search of
 ``lib-dynload`` (~0.2 ms), loaded by the standard extension loader.
 
@@ -30,8 +27,8 @@ never see it. The pack lives beside the ``.pyc`` files, written by whoever insta
 them (root, for a system install): it is trusted as they are.
 """
 
-# No ``from __future__ import annotations`` here (see above): the annotations that name
-# what only type checkers import are strings.
+# No ``from __future__ import annotations`` here: this module is loaded before the pack,
+# the ordinary way. The annotations that name what only type checkers import are strings.
 import marshal
 import posix
 import sys
@@ -44,8 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from types import CodeType, ModuleType
 
-# Modules of the standard library that come with hostjob's in the pack (see above).
-STDLIB = ("__future__",)
+# The standard library's C extensions of the runtime path, found without a search.
 STDLIB_EXTENSIONS = ("_json", "resource", "_ctypes")
 
 MODULE, PACKAGE, EXTENSION = 0, 1, 2  # an entry's kind
@@ -167,8 +163,8 @@ def start(site_packages: str) -> None:
 
 def build(package_dir: str) -> int:
     """Write the pack of every module under ``package_dir`` (the installed package),
-    compiled from its source without docstrings and annotations (``__future__``: from its
-    ``.pyc`` where that is current); the number of modules. Written whole or not at all."""
+    compiled from its source by ``_compile_for_pack``; the number of modules. Written whole
+    or not at all."""
     import importlib.util
     import os
 
@@ -197,18 +193,6 @@ def build(package_dir: str) -> int:
             blob += code
     if top not in index:
         raise ValueError(f"{package_dir} is not a package")
-    for name in STDLIB:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
-            continue  # frozen or missing in this Python: nothing to gain
-        st = os.stat(spec.origin)
-        mtime, size = int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF
-        pyc = _current_pyc(importlib.util.cache_from_source(spec.origin), mtime, size)
-        if pyc is None:
-            with open(spec.origin, "rb") as f:
-                pyc = marshal.dumps(compile(f.read(), spec.origin, "exec", dont_inherit=True))
-        index[name] = (MODULE, spec.origin, mtime, size, len(blob), len(pyc))
-        blob += pyc
     for name in STDLIB_EXTENSIONS:
         spec = importlib.util.find_spec(name)
         if spec is None or spec.origin is None or not spec.origin.endswith(".so"):
@@ -231,74 +215,75 @@ def build(package_dir: str) -> int:
 
 def _compile_for_pack(source: bytes, path: str) -> "CodeType":
     """``source`` compiled as CPython would, asserts kept and line numbers the source's,
-    but without what only readers and type checkers use:
+    but without what only readers and the type checker use:
 
-    * the docstrings of the module, its classes and functions (the command never reads
-      them; ~15% of the bytes every import unmarshals);
-    * type annotations: of functions' parameters and returns, and the bare ones of module
-      and class bodies (``uid: int | None`` beside ``__slots__``), whose
-      ``__annotations__`` dict every class creation fills; one with a value becomes a plain
-      assignment. Annotations in function bodies cost nothing at run time and stay (a bare
-      one makes its name local). Nothing of hostjob reads annotations at run time: no
-      dataclasses, NamedTuple or TypedDict bodies, no ``get_type_hints``
-      (``tests/unit/test_codepack.py`` holds the source to that).
+    * the docstrings of the module, its classes and functions;
+    * the annotations of functions' parameters and returns, and every annotation in a
+      module's or class's body (``uid: int | None`` beside ``__slots__``: each fills the
+      class's ``__annotations__``); an annotated value becomes a plain assignment. A
+      function body's annotations stay: Python never evaluates them, and a bare one makes
+      its name local;
+    * with no annotation left to defer, ``from __future__ import annotations``.
 
-    The ordinary imports (library users, the tests' ``src/``) keep both."""
+    Nothing of hostjob reads annotations when it runs: no dataclasses, NamedTuple or
+    TypedDict bodies, no ``get_type_hints`` (``tests/unit/test_codepack.py`` holds the
+    source to that). The ordinary imports (library users, the tests' ``src/``) keep it all.
+    """
     import ast
 
     tree = ast.parse(source, path)
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            node.returns = None
-            arguments = node.args
+    tree.body = _for_pack(_without_docstring(tree.body), in_function=False)
+    return compile(ast.fix_missing_locations(tree), path, "exec", dont_inherit=True)
+
+
+def _for_pack(block: "list[ast.stmt]", in_function: bool) -> "list[ast.stmt]":
+    """``block``'s statements as ``_compile_for_pack`` keeps them, at any depth."""
+    import ast
+
+    kept: list[ast.stmt] = []
+    for statement in block:
+        if isinstance(statement, ast.AnnAssign) and not in_function:
+            if statement.value is None:
+                continue
+            statement = ast.copy_location(
+                ast.Assign(targets=[statement.target], value=statement.value), statement
+            )
+        elif isinstance(statement, ast.ImportFrom) and statement.module == "__future__":
+            if [alias.name for alias in statement.names] == ["annotations"]:
+                continue
+        elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            statement.returns = None
+            arguments = statement.args
             variadic = [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
             for arg in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, *variadic):
                 arg.annotation = None
-        if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        body = node.body
-        first = body[0] if body else None
-        if (
-            isinstance(first, ast.Expr)
-            and isinstance(first.value, ast.Constant)
-            and isinstance(first.value.value, str)
-        ):
-            del body[0]
-        if isinstance(node, (ast.Module, ast.ClassDef)):
-            kept = [_without_annotation(statement) for statement in body]
-            body[:] = [statement for statement in kept if statement is not None]
-        if not body and not isinstance(node, ast.Module):
-            body.append(ast.copy_location(ast.Pass(), node))
-    return compile(tree, path, "exec", dont_inherit=True)
+            body = _for_pack(_without_docstring(statement.body), in_function=True)
+            statement.body = body or [ast.Pass()]
+        elif isinstance(statement, ast.ClassDef):
+            body = _for_pack(_without_docstring(statement.body), in_function=False)
+            statement.body = body or [ast.Pass()]
+        else:  # if, for, while, with, try, match: their blocks, in the same scope
+            for field in ("body", "orelse", "finalbody"):
+                inner = getattr(statement, field, None)
+                if inner:
+                    setattr(statement, field, _for_pack(inner, in_function) or [ast.Pass()])
+            for part in (*getattr(statement, "handlers", ()), *getattr(statement, "cases", ())):
+                part.body = _for_pack(part.body, in_function) or [ast.Pass()]
+        kept.append(statement)
+    return kept  # the caller puts a ``pass`` where a block may not be empty
 
 
-def _without_annotation(statement: "ast.stmt") -> "ast.stmt | None":
+def _without_docstring(body: "list[ast.stmt]") -> "list[ast.stmt]":
     import ast
 
-    if not isinstance(statement, ast.AnnAssign):
-        return statement
-    if statement.value is None:
-        return None
-    return ast.copy_location(
-        ast.Assign(targets=[statement.target], value=statement.value), statement
-    )
-
-
-def _current_pyc(path: str, mtime: int, size: int) -> bytes | None:
-    """The code of a timestamp-checked ``.pyc`` that matches its source, else None."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    if len(data) < 16 or data[:4] != MAGIC_NUMBER or data[4:8] != b"\0\0\0\0":
-        return None
-    if (int.from_bytes(data[8:12], "little"), int.from_bytes(data[12:16], "little")) != (
-        mtime,
-        size,
+    first = body[0] if body else None
+    if (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
     ):
-        return None
-    return data[16:]
+        return body[1:]
+    return body
 
 
 if __name__ == "__main__":  # python -m hostjob.codepack: the pack of this installed hostjob

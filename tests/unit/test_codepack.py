@@ -52,13 +52,11 @@ def install(top: Path, installed: list[codepack.PackFinder]) -> codepack.PackFin
 def test_modules_come_from_the_pack(package: Path, finders: list[codepack.PackFinder]) -> None:
     count = codepack.build(str(package))
     finder = install(package, finders)
-    # and __future__, which every module imports, and where _json & co. lie
+    # and where _json & co. lie
     assert set(finder.index) - {"packpkg", "packpkg.plain", "packpkg.sub", "packpkg.sub.leaf"} <= {
-        "__future__",
         *codepack.STDLIB_EXTENSIONS,
     }
     assert len(finder.index) == count
-    assert finder.index["__future__"][1].endswith("/__future__.py")
     import packpkg.plain  # type: ignore[import-not-found]
 
     assert packpkg.plain.VALUE == 42
@@ -126,8 +124,8 @@ def test_a_closed_or_reused_fd_is_reopened(
 
 def test_the_installed_command_imports_from_its_pack() -> None:
     """scripts/install made the pack of the installed hostjob, and bin/hostjob uses it,
-    for hostjob's modules, for __future__ (imported after the pack, not before) and to
-    find _json."""
+    for hostjob's modules (whose pack code does not import __future__) and to find
+    _json."""
     venv = REPO / ".venv"
     site = sorted((venv / "lib").glob("python3*/site-packages"))
     if not site or not (site[-1] / "hostjob").is_dir():
@@ -138,13 +136,12 @@ def test_the_installed_command_imports_from_its_pack() -> None:
         import os, sys
         sys.path.insert(0, {str(site[-1])!r})
         from hostjob import codepack
-        early = "__future__" in sys.modules
         finder = codepack.install(os.path.dirname(codepack.__file__))
         import hostjob.cli.main, hostjob.runtime.container
         import _json
         print(hostjob.cli.main.__spec__.loader is finder,
               hostjob.runtime.container.__spec__.loader is finder,
-              not early and sys.modules["__future__"].__spec__.loader is finder,
+              "__future__" not in sys.modules,
               _json.__spec__.origin == finder.index["_json"][1])
         """
     )
@@ -236,8 +233,9 @@ def test_the_pack_leaves_annotations_out_and_values_in(
     package: Path, finders: list[codepack.PackFinder]
 ) -> None:
     """Type annotations are the type checker's (~7% of the bytes, a fifth of a class-heavy
-    module's run): the pack's code has none, and every annotated value is still assigned;
-    one in a function body stays (it makes its name local)."""
+    module's run): the pack's code has none, nor the future import that deferred them, and
+    every annotated value is still assigned, at any depth; one in a function body stays
+    (it makes its name local)."""
     (package / "annotated.py").write_text(
         textwrap.dedent(
             """
@@ -245,6 +243,9 @@ def test_the_pack_leaves_annotations_out_and_values_in(
 
             LIMIT: int = 3
             NAMES: list[str]
+            if LIMIT:
+                GUARDED: Undefined = 1
+                ONLY: Undefined
 
 
             class Point:
@@ -271,6 +272,17 @@ def test_the_pack_leaves_annotations_out_and_values_in(
             def shadow() -> int:
                 LIMIT: int = 7
                 return LIMIT
+
+
+            def local_class() -> type:
+                class Inner:
+                    size: Undefined = 2
+                    bare: Undefined
+                return Inner
+
+
+            def docstring_only() -> None:
+                "Only a docstring."
             """
         )
     )
@@ -279,7 +291,12 @@ def test_the_pack_leaves_annotations_out_and_values_in(
     import packpkg.annotated as annotated  # type: ignore[import-not-found]
 
     assert annotated.__spec__.loader is finders[0]
-    assert "__annotations__" not in vars(annotated)
+    # no annotation is evaluated (`Undefined` names nothing), nor the future import run
+    assert "__annotations__" not in vars(annotated) and "annotations" not in vars(annotated)
+    assert annotated.GUARDED == 1 and not hasattr(annotated, "ONLY")
+    assert annotated.local_class().size == 2
+    assert "__annotations__" not in vars(annotated.local_class())
+    assert annotated.docstring_only() is None and annotated.docstring_only.__doc__ is None
     assert annotated.LIMIT == 3 and not hasattr(annotated, "NAMES")
     assert "__annotations__" not in vars(annotated.Point)
     assert "__annotations__" not in vars(annotated.OnlyAnnotations)
