@@ -32,7 +32,14 @@ from hostjob.runtime import proc, status
 # `state`, `kill` and `start` are whole commands of their own and should not pay for
 # them (`start` of a created container never asks its cgroup anything).
 from hostjob.runtime.proc import sig
-from hostjob.runtime.state_dir import DEFAULT_ROOT, PHASE_CREATING, ExitStatus, Record, StateStore
+from hostjob.runtime.state_dir import (
+    DEFAULT_ROOT,
+    PHASE_CREATING,
+    ExitStatus,
+    Record,
+    StateStore,
+    validate_id,
+)
 from hostjob.runtime.status import Status
 
 TYPE_CHECKING = False
@@ -242,11 +249,19 @@ class Container:
         options: CreateOptions | None = None,
         document: object = None,
     ) -> Container:
-        """Create the container: its process is set up, in its job, waiting for ``start``
-        (``document``: the bundle's config.json as ``bundle.read_config`` read it)."""
-        from hostjob.runtime.create import create
+        """Create the container: its process is set up, in its job, waiting for ``start``.
+        ``document``: the bundle's config.json as ``bundle.read_config`` read it already.
 
-        return create(cls, container_id, bundle, root=root, options=options, document=document)
+        The calling process is the container process's parent until it exits (the
+        CLI exits at once, so a subreaper such as containerd's shim adopts it).
+        """
+        from hostjob.runtime.bundle import load_bundle
+
+        validate_id(container_id)
+        job = load_bundle(bundle, container_id, document)
+        container, child = cls.create_from_config(container_id, job, root=root, options=options)
+        child.close()
+        return container
 
     @classmethod
     def create_from_config(

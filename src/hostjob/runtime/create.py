@@ -1,7 +1,8 @@
 """``create``: a job container's record, job cgroup, rootfs set-up and process, the
 process set up in its job and waiting for ``start`` (runc's ``create``; ``run`` shares
-``create_from_config``). ``Container.create`` is the library's verb: it hands its class
-here (this module names ``Container`` only for the type checker: no import cycle).
+it). ``Container.create`` and ``Container.create_from_config`` are the library's verbs:
+they hand their class to ``create_from_config`` (this module names ``Container`` only
+for the type checker: no import cycle).
 
 A module of its own, as youki keeps its builders apart from the container: the other
 verbs (``state``, ``start``, ``kill``, ``delete``) are whole commands of their own and
@@ -25,7 +26,6 @@ from hostjob.runtime.state_dir import (
     Record,
     StateStore,
     remove_pid_file,
-    validate_id,
     write_pid_file,
 )
 from hostjob.runtime.status import Status
@@ -79,30 +79,6 @@ class CreateOptions:
         # run -d IMAGE: stdout/stderr become FIFOs its watcher reads into this log
         # (``hostjob.runtime.watcher``); the record keeps it.
         self.daemon = daemon
-
-
-def create(
-    cls: type[Container],
-    container_id: str,
-    bundle: str,
-    *,
-    root: str = DEFAULT_ROOT,
-    options: CreateOptions | None = None,
-    document: object = None,
-) -> Container:
-    """Create the container: its process is set up, in its job, waiting for ``start``.
-    ``document``: the bundle's config.json as ``bundle.read_config`` read it already.
-
-    The calling process is the container process's parent until it exits (the
-    CLI exits at once, so a subreaper such as containerd's shim adopts it).
-    """
-    from hostjob.runtime.bundle import load_bundle
-
-    validate_id(container_id)
-    job = load_bundle(bundle, container_id, document)
-    container, child = create_from_config(cls, container_id, job, root=root, options=options)
-    child.close()
-    return container
 
 
 def create_from_config(

@@ -478,9 +478,8 @@ def _switch_identity(plan: LaunchPlan) -> None:
     user = plan.user
     wanted = plan.capabilities
     if wanted is None:
-        if (user.uid, user.gid) != (posix.getuid(), posix.getgid()) or sorted(
-            user.groups
-        ) != sorted(posix.getgroups()):
+        current = (posix.getuid(), posix.getgid(), sorted(posix.getgroups()))
+        if (user.uid, user.gid, sorted(user.groups)) != current:
             _set_user(user.uid, user.gid, user.groups)
         return  # no capability sets asked: keep what the user switch leaves
     from hostjob import linux
