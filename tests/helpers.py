@@ -9,7 +9,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -201,3 +203,26 @@ def mounts_under(path: str) -> list[str]:
 def proc_cgroup(pid: int) -> str:
     with open(f"/proc/{pid}/cgroup") as f:
         return f.read()
+
+
+def wait_for(
+    predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.02
+) -> bool:
+    """Poll ``predicate()`` until it is true (True) or ``timeout`` seconds pass (False,
+    after one last look): the one polling loop of the tests."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return bool(predicate())
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")

@@ -6,7 +6,7 @@ The public API, importable by any Python program::
     c = hostjob.Container.create("job1", bundle="/path/to/bundle")
     c.start()
     print(c.state().status)
-    c.kill("TERM")
+    c.kill(15)                  # a signal number (hostjob.signals.SIGTERM)
     c.delete(force=True)
 
 Names are resolved lazily (PEP 562) so that ``import hostjob`` costs nothing on a
@@ -14,8 +14,8 @@ runtime command's start-up path; everything listed in ``__all__`` is public and
 pinned by ``tests/unit/test_public_api.py``.
 """
 
-# No ``from __future__ import annotations``: bin/hostjob imports this module before
-# hostjob.codepack serves ``__future__`` (see there); nothing here needs it.
+# No ``from __future__ import annotations``: nothing here needs it, and every runtime
+# command imports this module.
 __version__ = "0.1.0"
 
 TYPE_CHECKING = False

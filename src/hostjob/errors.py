@@ -21,7 +21,9 @@ turns any ``HostjobError`` into that line on stderr, a logrus-style record in
     │   └── CgroupExists       the job's cgroup exists already (hostjob never adopts one)
     ├── NotSupported           checkpoint/restore and friends
     ├── DelegateError          a container that is not a job container: its real OCI
-    │                          runtime cannot be found, or it is asked of hostjob itself
+    │   │                      runtime cannot be found, or it is asked of hostjob itself
+    │   └── NotAJobContainer   the ID names a container a real OCI runtime runs (the
+    │                          CLI hands the command over to it)
     ├── PermissionDenied       hostjob needs root for this
     └── ImageError             the image path (``hostjob run IMAGE``, pull, unpack)
         ├── InvalidReference   an image reference or transport that cannot be parsed
@@ -147,8 +149,22 @@ class NotSupported(HostjobError):
 
 
 class DelegateError(HostjobError):
-    """About a container that is not a job container (SPEC §4, mixed pods), which
-    hostjob hands to a real OCI runtime."""
+    """About a container that is not a job container (mixed pods), which hostjob hands
+    to a real OCI runtime."""
+
+
+class NotAJobContainer(DelegateError):
+    """The container is not a job container: ``runtime`` (its absolute path) runs it,
+    with its state under ``state_root``. The library stops here; the ``hostjob``
+    command hands the command over (``hostjob.runtime.delegate.handover``)."""
+
+    def __init__(self, container_id: str, runtime: str, state_root: str) -> None:
+        super().__init__(
+            f"container {container_id} is not a job container: {runtime} runs it"
+            f" (state root {state_root}); the hostjob command hands it over, the library"
+            " does not"
+        )
+        self.runtime = runtime
 
 
 class PermissionDenied(HostjobError):

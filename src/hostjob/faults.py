@@ -1,4 +1,5 @@
-"""Fault injection for the crash-safety tests (SPEC §9).
+"""Fault injection for the crash-safety tests (a failure part-way leaves nothing behind
+once ``delete --force`` has run).
 
 ``HOSTJOB_CRASH_AT=<point>`` makes hostjob SIGKILL itself when it reaches that
 named point, exactly as ``kill -9`` would; the tests then check that ``state``

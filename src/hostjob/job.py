@@ -194,18 +194,16 @@ class JobConfig(Model):
         if resources is not None:
             self.set_resources(resources)
 
-    @classmethod
-    def decode(cls, data: object, path: str = "") -> Any:
-        job = super().decode(data, path)
-        job._resources = None
-        return job
-
     @property
     def resources(self) -> Resources | None:
         """The job's limits (linux.resources, with windows.resources mapped in), typed.
         A record keeps them as JSON; they are decoded once, when a command first asks
         (``state``, ``list``, ``start`` and ``kill`` never do)."""
-        if self._resources is None and self.resources_json is not None:
+        try:
+            cached = self._resources
+        except AttributeError:  # decoded from a record: nothing typed yet
+            cached = self._resources = None
+        if cached is None and self.resources_json is not None:
             from hostjob.spec.runtime import Resources
 
             self._resources = Resources.decode(self.resources_json, "resources")
@@ -224,11 +222,15 @@ class JobConfig(Model):
         return (self.hooks or {}).get(point) or []
 
 
+# ``stop``: seconds between the stop signal and SIGKILL to the whole job (podman's).
+DEFAULT_STOP_TIMEOUT = 10
+
+
 class DaemonConfig(Model):
     """How a detached image container is looked after (``hostjob run -d IMAGE``): its
     log, its restart policy, how ``stop`` ends it, and the command line that made it
     (for ``generate systemd``). Kept in the container's record; the watcher
-    (``hostjob.runtime.watcher``) and ``stop``/``logs`` read it."""
+    (``hostjob.daemon.watcher``) and ``stop``/``logs`` read it."""
 
     __slots__ = (
         "command",
@@ -261,6 +263,12 @@ class DaemonConfig(Model):
         ("remove", "remove", boolean),
         ("command", "command", string_list),
     )
+
+    def restart_text(self) -> str:
+        """The restart policy as ``--restart`` takes it (``no``, ``on-failure:3``)."""
+        if self.restart == "on-failure" and self.max_retries is not None:
+            return f"on-failure:{self.max_retries}"
+        return self.restart or "no"
 
 
 def merge_resources(base: Resources | None, overrides: Resources) -> Resources:

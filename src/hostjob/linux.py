@@ -134,7 +134,7 @@ class _Binding:
         self.get_errno = c.get_errno
         # dlopen(NULL): the program and the libraries it links, libc and CPython's API.
         self.libc = _Library(c.dlopen(None, 0), Function)
-        self.pyapi = _Library(self.libc._handle, PythonFunction)
+        self.pyapi = _Library(self.libc.handle, PythonFunction)
 
 
 class _Library:
@@ -142,6 +142,7 @@ class _Library:
 
     def __init__(self, handle: int, function: Any) -> None:
         self._handle = handle  # the attribute name _ctypes.CFuncPtr((name, lib)) reads
+        self.handle = handle
         self._function = function
 
     def __getattr__(self, name: str) -> Any:

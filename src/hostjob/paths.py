@@ -9,7 +9,7 @@ take path arithmetic from here and the environment from ``hostjob.env``. The res
 ``os.path``'s for ``str`` paths; ``tests/unit/test_paths.py`` compares them on generated
 paths and on real trees of symlinks.
 
-Nothing here makes a path safe to open in a tree someone else can write (SPEC §10): that
+Nothing here makes a path safe to open in a tree someone else can write (SECURITY.md): that
 is ``fsutil``'s fd-relative walk. ``realpath`` is for the host's own paths (a bundle, a
 state root), as ``os.path.realpath`` was.
 """

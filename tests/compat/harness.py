@@ -27,14 +27,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from tests.helpers import install_peer
+from tests.helpers import install_peer, wait_for
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
 REPO = Path(__file__).resolve().parents[2]
 INSTALL = REPO / "scripts" / "install"
@@ -76,17 +75,6 @@ def run(
     if check and cp.returncode != 0:
         raise HarnessError(f"exit {cp.returncode}: {' '.join(args)}\n{cp.stdout}{cp.stderr}")
     return cp
-
-
-def wait_for(pred: Callable[[], object], timeout: float, interval: float = 0.05) -> bool:
-    """Poll ``pred()`` until true or ``timeout`` seconds pass."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if pred():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
 
 
 def require_root() -> None:

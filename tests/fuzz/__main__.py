@@ -39,7 +39,7 @@ def _run_one_atheris(name: str, runs: int, seconds: int, timeout: int, corpus: s
         import hostjob.images.registry
         import hostjob.images.runspec
         import hostjob.images.unpack
-        import hostjob.runtime.resolve
+        import hostjob.runtime.launch.plan
         import hostjob.spec.image
         import hostjob.spec.runtime  # noqa: F401
     from tests.fuzz.targets import TARGETS, seeds

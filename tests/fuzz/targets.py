@@ -182,7 +182,8 @@ CONFIG_KEYS = [
 def _convert_config(raw: bytes) -> None:
     from hostjob import jsonio
     from hostjob.cgroups import resolve_path
-    from hostjob.runtime import bundle, resolve
+    from hostjob.runtime import bundle
+    from hostjob.runtime.launch import plan as resolve
 
     box = sandbox()
     with open(os.path.join(box.bundle, "config.json"), "wb") as f:
@@ -400,7 +401,7 @@ def image_runspec(data: bytes) -> None:
     image's working directory stays inside the image."""
     from hostjob import config
     from hostjob.images.runspec import RunFlags, build_spec
-    from hostjob.runtime import resolve
+    from hostjob.runtime.launch import plan as resolve
     from hostjob.spec import runtime as wire
     from hostjob.spec.image import ContainerConfig
 

@@ -13,7 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Hostjob, base_config, cgroup_dirs, hostjob_env, mounts_under, new_id
+from tests.helpers import (
+    Hostjob,
+    alive,
+    base_config,
+    cgroup_dirs,
+    hostjob_env,
+    mounts_under,
+    new_id,
+)
 
 
 def spawn(hj: Hostjob, *args: str) -> tuple[subprocess.Popen[str], object, object]:
@@ -149,7 +157,7 @@ def test_delete_racing_start(hj: Hostjob, bundle, tmp_path: Path, delete_args) -
             ), delete_result
         outcomes.add((start_result[0], delete_result[0]))
         consistent_then_gone(hj, cid, mp)
-        assert not _alive(pid), "the container process outlived delete --force"
+        assert not alive(pid), "the container process outlived delete --force"
     assert outcomes  # each round ended consistently, whichever verb won
 
 
@@ -196,11 +204,3 @@ def test_commands_on_one_id_are_serialised(hj: Hostjob, bundle) -> None:
     for code, err in (finish(s) for s in racers):
         assert code == 0 or err.strip() == "container does not exist", err
     assert_clean(hj, cid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False

@@ -14,25 +14,24 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from hostjob.images.pack import pack
 from hostjob.units import parse_rfc3339_ns
-from tests.helpers import BUSYBOX, Hostjob, cgroup_dirs, hostjob_env, mounts_under, new_id
+from tests.helpers import (
+    BUSYBOX,
+    Hostjob,
+    alive,
+    cgroup_dirs,
+    hostjob_env,
+    mounts_under,
+    new_id,
+    wait_for,
+)
 
 RECORD = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z (stdout|stderr) (F|P) (.*)$")
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return bool(predicate())
 
 
 @pytest.fixture(scope="module")
@@ -111,14 +110,6 @@ class Daemons:
         watcher = self.watcher(cid)
         self.hj.ok("delete", "--force", cid)
         assert self.leftovers(cid, watcher) == []
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
 
 
 @pytest.fixture

@@ -11,32 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Hostjob, base_config, cgroup_dirs, hostjob_env, new_id
+from tests.helpers import Hostjob, alive, base_config, cgroup_dirs, hostjob_env, new_id, wait_for
 
 LOOP = "while :; do sleep 0.05; done"
-
-
-def wait_for(predicate, timeout: float = 15.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return bool(predicate())
 
 
 def detached(hj: Hostjob, bundle, config: dict, name: str = "bundle") -> str:  # type: ignore[no-untyped-def, type-arg]
     cid = new_id()
     hj.ok("run", "-d", "-b", str(bundle(config, name)), cid)
     return cid
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_memory_limit_oom_kills_and_reports(hj: Hostjob, bundle, tmp_path: Path) -> None:

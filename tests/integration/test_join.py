@@ -132,7 +132,7 @@ def test_the_cgroup2_join_is_a_clone3_and_the_fallback_a_procs_write(
 FORK_INTO_CGROUP = """
 import os, sys
 from hostjob import linux
-from hostjob.runtime import init
+from hostjob.runtime.launch import spawn
 
 cgroup2, v1 = sys.argv[1], sys.argv[2]
 
@@ -157,7 +157,7 @@ except OSError as err:
 # spawn's choice: clone3 into the cgroup2 cgroup; for a cgroup that cannot take the
 # process, a plain fork (whose join then reports the kernel's error).
 for target in (cgroup2, v1):
-    pid, born_inside = init._fork(target)
+    pid, born_inside = spawn._fork(target)
     if pid == 0:
         os._exit(0)
     os.waitpid(pid, 0)

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import CGROUP_ROOT, Hostjob, base_config, new_id
+from tests.helpers import CGROUP_ROOT, Hostjob, base_config, new_id, wait_for
 
 
 def cycles(request: pytest.FixtureRequest, long_size: int) -> int:
@@ -178,6 +178,10 @@ def test_lifecycle_cycles_leave_nothing(hj: Hostjob, bundle, tmp_path: Path, req
         hj.ok("create", "--bundle", str(b), cid)
         hj.ok("start", cid)
         pid = hj.state(cid)["pid"]
+        # start returns once the byte is written, not once the program runs: on a loaded
+        # machine the init may not have reached its exec yet (its set-up fds close there)
+        exe = f"/proc/{pid}/exe"
+        assert wait_for(lambda exe=exe: "python" not in os.path.basename(os.readlink(exe)), 10)
         assert sorted(fds_of(pid)) == [0, 1, 2], fds_of(pid)
         hj.ok("kill", cid, "KILL")
         wait_stopped(hj, cid)
@@ -224,6 +228,10 @@ def test_foreground_run_holds_few_fds_and_passes_none(hj: Hostjob, bundle, tmp_p
             assert time.monotonic() < deadline, "run did not start"
             time.sleep(0.01)
         pid = hj.state(cid)["pid"]
+        # start returns once the byte is written, not once the program runs: on a loaded
+        # machine the init may not have reached its exec yet (its set-up fds close there)
+        exe = f"/proc/{pid}/exe"
+        assert wait_for(lambda exe=exe: "python" not in os.path.basename(os.readlink(exe)), 10)
         assert sorted(fds_of(pid)) == [0, 1, 2], fds_of(pid)
         own = fds_of(proc.pid)
         # stdio, the log file; nothing of the container's state (fifo, lock, state dir)

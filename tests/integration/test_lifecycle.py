@@ -10,16 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Hostjob, base_config, cgroup_dirs, hostjob_env, new_id, proc_cgroup
-
-
-def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return bool(predicate())
+from tests.helpers import (
+    Hostjob,
+    base_config,
+    cgroup_dirs,
+    hostjob_env,
+    new_id,
+    proc_cgroup,
+    wait_for,
+)
 
 
 def cmdline(pid: int) -> list[str]:

@@ -12,17 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Hostjob, base_config, new_id
+from tests.helpers import Hostjob, alive, base_config, new_id
 
 NS_LAST_PID = "/proc/sys/kernel/ns_last_pid"
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
 
 
 def wait_gone(pid: int, timeout: float = 10) -> None:
@@ -117,7 +109,7 @@ def test_zombie_init_is_stopped(tmp_path: Path, bundle) -> None:
         time.sleep(0.01)
     assert os.path.exists(f"/proc/{pid}")  # a zombie: the number is still taken
     container.reload()
-    assert container.status == "stopped"
+    assert container.status() == "stopped"
     with pytest.raises(ContainerNotRunning):
         container.kill(signal.SIGTERM)
     container.delete()

@@ -179,7 +179,7 @@ def snapshot(top: str) -> dict[str, tuple[int, int, int, int]]:
 
 
 def path_based_remove_tree(path: str) -> None:
-    """``hostjob.runtime.store._remove_tree`` as it was: lstat, then scandir by path."""
+    """``hostjob.fsutil.remove_tree`` as it was: lstat, then scandir by path."""
     device = os.lstat(path).st_dev
 
     def remove(current: str) -> None:
@@ -197,7 +197,7 @@ def path_based_remove_tree(path: str) -> None:
 
 
 def path_based_make_cwd(path: str, uid: int, gid: int, mount_point: str) -> None:
-    """``hostjob.runtime.init._make_cwd`` as it was: mkdir and chown by path."""
+    """``hostjob.runtime.launch.child._make_cwd`` as it was: mkdir and chown by path."""
     missing = []
     head = path
     while head != "/" and not os.path.lexists(head):
@@ -213,7 +213,7 @@ def path_based_make_cwd(path: str, uid: int, gid: int, mount_point: str) -> None
 
 
 def path_based_undo(entries: list[list[str]]) -> None:
-    """``hostjob.runtime.undo.undo`` as it was: every step by path (an unmount's third
+    """``hostjob.runtime.sandbox.undo.undo`` as it was: every step by path (an unmount's third
     element, the mount it was made on, is what hostjob now checks; this never did)."""
     for entry in reversed(entries):
         kind, path = entry[0], entry[1]
@@ -237,7 +237,7 @@ def _umount2(path: str, flags: int) -> None:
 
 
 def path_based_remove(path: str) -> None:
-    """``hostjob.runtime.undo._remove`` as it was (an undo step)."""
+    """``hostjob.runtime.sandbox.undo._remove`` as it was (an undo step)."""
     try:
         if os.path.islink(path) or not os.path.isdir(path):
             os.unlink(path)

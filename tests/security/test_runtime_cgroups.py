@@ -22,9 +22,10 @@ from pathlib import Path
 import pytest
 
 from hostjob import cgroups
+from hostjob.cgroups.driver import open_manager
 from hostjob.errors import CgroupExists, ConfigError
-from hostjob.runtime import create as create_module
 from hostjob.runtime.container import Container
+from hostjob.runtime.verbs import create as create_module
 from hostjob.spec.runtime import Resources
 from tests.helpers import Hostjob, base_config, new_id, proc_cgroup
 from tests.unit.cgroups.fakefs import FakeCgroup2
@@ -106,7 +107,7 @@ def test_adopting_a_foreign_cgroup_kills_its_processes(foreign: Foreign) -> None
     it; a later delete or failed create destroyed it) writes limits into someone
     else's cgroup, kills its processes and removes it."""
     victim = foreign.add_process()
-    manager = cgroups.open_manager(foreign.path)
+    manager = open_manager(foreign.path)
     manager.create(Resources.decode({"pids": {"limit": 5}}))  # adopted: no error
     pids_dir = next(d for d in foreign.dirs if "/pids/" in d)
     assert Path(pids_dir, "pids.max").read_text().strip() == "5"
@@ -217,7 +218,7 @@ def test_unified_cgroup_procs_on_v2(fake_v2: FakeCgroup2) -> None:
     victim = subprocess.Popen(["sleep", "300"])
     try:
         fake_v2.move_pid(fake_v2.root, fake_v2.root, victim.pid)
-        manager = cgroups.open_manager("/hostjob/j1", root=fake_v2.root)
+        manager = open_manager("/hostjob/j1", root=fake_v2.root)
         manager.create()
         from hostjob.cgroups import _fs
 
@@ -228,7 +229,7 @@ def test_unified_cgroup_procs_on_v2(fake_v2: FakeCgroup2) -> None:
         fake_v2.move_pid(fake_v2.root, fake_v2.root, victim.pid)
 
         attack = Resources.decode({"unified": {"cgroup.procs": str(victim.pid)}})
-        other = cgroups.open_manager("/hostjob/j2", root=fake_v2.root)
+        other = open_manager("/hostjob/j2", root=fake_v2.root)
         with pytest.raises(ConfigError, match="cgroup core file"):
             other.create(attack, exclusive=True)
         with pytest.raises(ConfigError, match="cgroup core file"):

@@ -4,7 +4,7 @@ It used to open ``/proc/<init pid>/ns/mnt`` by pid: if the init had exited and i
 had gone to another process, the exec joined that stranger's mount namespace. Now
 the child pins the init with a pidfd, checks its start time after that, and joins
 with ``setns(pidfd, CLONE_NEWNS)`` (Linux 5.8+); where the kernel lacks that (EINVAL),
-or with ``HOSTJOB_PIDFD_SETNS=0`` / ``hostjob.runtime.mounts.PIDFD_SETNS = False``,
+or with ``HOSTJOB_PIDFD_SETNS=0`` / ``hostjob.runtime.sandbox.join.PIDFD_SETNS = False``,
 it opens ``/proc/<pid>/ns/mnt`` and checks the start time after the open.
 """
 
@@ -20,7 +20,8 @@ import pytest
 
 from hostjob import linux
 from hostjob.errors import StartError
-from hostjob.runtime import mounts, proc
+from hostjob.runtime import proc
+from hostjob.runtime.sandbox import join
 from tests.helpers import Hostjob, base_config, new_id
 
 
@@ -79,7 +80,7 @@ def test_join_uses_the_pidfd_or_the_checked_fallback(
     init = state["pid"]
     started = proc.start_time(init)
     assert started is not None
-    monkeypatch.setattr(mounts, "PIDFD_SETNS", use_pidfd)
+    monkeypatch.setattr(join, "PIDFD_SETNS", use_pidfd)
     real_setns = linux.setns
     used: list[str] = []
 
@@ -89,11 +90,11 @@ def test_join_uses_the_pidfd_or_the_checked_fallback(
 
     monkeypatch.setattr(linux, "setns", spy)
 
-    def join() -> str:
-        mounts.join_namespace(init, started)()
+    def joined_by_exec() -> str:
+        join.join_namespace(init, started)()
         return f"{used[0]} {_ns() == _ns(init)}"
 
-    how, joined = _in_child(join).split()
+    how, joined = _in_child(joined_by_exec).split()
     assert joined == "True"
     assert how == ("anon_inode:[pidfd]" if use_pidfd else _ns(init))
     hj.ok("delete", "--force", cid)
@@ -123,11 +124,11 @@ def test_exec_never_joins_a_process_that_took_the_pid(monkeypatch: pytest.Monkey
         assert _in_child(old_join) == "True"
 
         for use_pidfd in (True, False):
-            monkeypatch.setattr(mounts, "PIDFD_SETNS", use_pidfd)
+            monkeypatch.setattr(join, "PIDFD_SETNS", use_pidfd)
 
             def new_join() -> str:
                 try:
-                    mounts.join_namespace(stranger.pid, recorded)()
+                    join.join_namespace(stranger.pid, recorded)()
                 except StartError as err:
                     return f"refused {_ns() != _ns(stranger.pid)} {err}"
                 return "joined"
@@ -152,6 +153,6 @@ def test_exec_after_the_init_exited_is_refused(hj: Hostjob, bundle, tmp_path: Pa
         if not proc.is_alive(init, started):
             break
         time.sleep(0.01)
-    result = _in_child(lambda: str(mounts.join_namespace(init, started)()))
+    result = _in_child(lambda: str(join.join_namespace(init, started)()))
     assert result.startswith("StartError: cannot join the container's mount namespace"), result
     hj.ok("delete", "--force", cid)

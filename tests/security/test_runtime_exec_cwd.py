@@ -5,7 +5,7 @@ the working directory and swaps a subdirectory for a symlink to a canary while t
 runtime creates the cwd as root. The old code (mkdir, then chown, by path) made the
 directory in the canary and gave it to the container's user; now each directory is
 reached from the mount point with ``O_NOFOLLOW``, made with ``mkdirat`` and chowned
-through its own fd (``hostjob.runtime.init._make_cwd``).
+through its own fd (``hostjob.runtime.launch.child._make_cwd``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import pytest
 
 from hostjob.errors import StartError
 from hostjob.runtime.container import Container
-from hostjob.runtime.execute import process_for_exec
-from hostjob.runtime.foreground import FORWARDED
+from hostjob.runtime.launch.foreground import FORWARDED
+from hostjob.runtime.verbs.execute import process_for_exec
 from tests.helpers import Hostjob, base_config, new_id
 from tests.security.racers import open_up, path_based_make_cwd, racing, snapshot
 

@@ -13,14 +13,13 @@ from hostjob import log
 from hostjob.config import (
     DEFAULT_BIND_MOUNT_POINT,
     HostFacts,
-    confined_namespaces,
-    is_job_container,
     process_config,
     to_job_config,
     validate_mount_point,
 )
 from hostjob.errors import ConfigError
 from hostjob.job import JobConfig, ProcessConfig, merge_resources
+from hostjob.pods import confined_namespaces, is_job_container
 from hostjob.spec import OCI_VERSION
 from hostjob.spec import runtime as wire
 from tests.helpers import base_config

@@ -45,7 +45,7 @@ def test_pid_file_temp_never_writes_through_a_symlink(tmp_path, monkeypatch) -> 
     through it. Now a planted name is skipped, never followed."""
     import posix
 
-    from hostjob.runtime.state_dir import write_pid_file
+    from hostjob.runtime.record import write_pid_file
 
     draws = iter([b"\0" * 6, b"\1" * 6])
     monkeypatch.setattr(posix, "urandom", lambda n: next(draws))
@@ -81,10 +81,10 @@ def test_debug_shows_where_and_every_cause(tmp_path, monkeypatch, capsys) -> Non
     assert code == 1
     assert lines[0] == "container does not exist"  # the line itself is unchanged
     assert lines[1].startswith("hostjob: debug: ContainerNotFound raised at ")
-    assert "hostjob/runtime/state_dir.py:" in lines[1]
+    assert "hostjob/runtime/record.py:" in lines[1]
     assert lines[2].startswith(
         "hostjob: debug: caused by FileNotFoundError: [Errno 2] No such file or directory: "
-        f"'{tmp_path}/root/nope/state.json' (at hostjob/runtime/state_dir.py:"
+        f"'{tmp_path}/root/nope/state.json' (at hostjob/runtime/record.py:"
     )
     assert len(lines) == 3
 

@@ -184,7 +184,7 @@ def test_ensure_dir_fails_on_a_file_in_the_way(tmp_path: Path) -> None:
 def test_a_new_state_root_and_its_parents_are_never_world_writable(
     tmp_path: Path, umask_0: None
 ) -> None:
-    from hostjob.runtime.state_dir import StateStore
+    from hostjob.runtime.record import StateStore
 
     root = tmp_path / "run" / "hostjob"
     StateStore(str(root)).create("c1").release()

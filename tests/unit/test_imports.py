@@ -78,9 +78,9 @@ def test_the_watcher_imports_only_what_it_needs() -> None:
     spawn's -- never anything heavy, the image side or the CLI."""
     code = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
-        "import hostjob.runtime.watcher\n"
+        "import hostjob.daemon.watcher\n"
         "first = set(sys.modules)\n"
-        "import hostjob.runtime.init, hostjob.runtime.resolve, hostjob.linux\n"
+        "import hostjob.runtime.verbs.restart, hostjob.linux\n"
         "sys.stdout.write(' '.join(sorted(first)) + '\\n' + ' '.join(sorted(sys.modules)))\n"
     )
     result = subprocess.run(
@@ -94,4 +94,4 @@ def test_the_watcher_imports_only_what_it_needs() -> None:
         heavy = sorted(m for m in modules if m.split(".")[0] in FORBIDDEN - allowed)
         assert heavy == [], f"the watcher imports {heavy}"
         assert not any(m.startswith(("hostjob.images", "hostjob.cli")) for m in modules)
-    assert "hostjob.runtime.init" not in first  # only once it restarts a process
+    assert "hostjob.runtime.launch.spawn" not in first  # only once it restarts a process

@@ -1,18 +1,19 @@
-"""The job: one cgroup per container, on cgroup v1, hybrid and v2 hosts (SPEC §5).
+"""The job: one cgroup per container, on cgroup v1, hybrid and v2 hosts.
 
-This module is imported by every runtime command, so it holds only what picks a
-manager: ``detect()`` (which hierarchies are mounted where, from
+This module is imported by every runtime command, so it holds only what finds a job's
+cgroup: ``detect()`` (which hierarchies are mounted where, from
 ``/proc/self/mountinfo``, parsed once per process), ``resolve_path()`` (the
-container's cgroup path from ``linux.cgroupsPath``) and ``open_manager()``. The
-managers themselves (``v1``, ``v2``) and their controller modules are imported
-only when a manager is opened.
+container's cgroup path from ``linux.cgroupsPath``), and the few questions that need
+no manager (``frozen``, ``remove_if_empty``). ``hostjob.cgroups.driver.open_manager``
+picks a manager; the managers themselves (``v1``, ``v2``) and their controller modules
+are imported only when one is opened.
 
 How the runtime uses a manager::
 
     cg = open_manager(resolve_path(cfg.cgroups_path, cid, systemd))
     cg.create(cfg.resources)     # mkdir in every hierarchy, limits applied
     entry = cg.entry()           # before fork: plain paths, no syscalls
-    # fork, or clone3(CLONE_INTO_CGROUP) into entry.unified (hostjob.runtime.init);
+    # fork, or clone3(CLONE_INTO_CGROUP) into entry.unified (hostjob.runtime.launch.spawn);
     # in the child, before anything else:
     entry.join(unified=not started_in_unified)   # the init is in the job
     ...
@@ -40,11 +41,11 @@ __all__ = [
     "Hierarchy",
     "Manager",
     "Mounts",
+    "clean_path",
     "detect",
     "expand_slice",
     "frozen",
     "mounts_at",
-    "open_manager",
     "parse_mountinfo",
     "resolve_path",
 ]
@@ -233,7 +234,7 @@ def __getattr__(name: str) -> object:
 # --- paths ---------------------------------------------------------------------------------
 
 
-def _clean(path: str, what: str) -> str:
+def clean_path(path: str, what: str) -> str:
     parts = [p for p in path.split("/") if p and p != "."]
     if ".." in parts:
         raise ConfigError(f"cgroup path {path!r} must not contain '..'", what)
@@ -288,12 +289,12 @@ def resolve_path(cgroups_path: str, container_id: str, systemd: bool = False) ->
             unit = name
         else:
             unit = f"{prefix}-{name}.scope" if prefix else f"{name}.scope"
-        return _clean(expand_slice(slice_name or "system.slice") + "/" + unit, what)
+        return clean_path(expand_slice(slice_name or "system.slice") + "/" + unit, what)
     if not cgroups_path:
-        return _clean(f"{CGROUP_PARENT}/{container_id}", what)
+        return clean_path(f"{CGROUP_PARENT}/{container_id}", what)
     if cgroups_path.startswith("/"):
-        return _clean(cgroups_path, what)
-    return _clean(f"{CGROUP_PARENT}/{cgroups_path}", what)
+        return clean_path(cgroups_path, what)
+    return clean_path(f"{CGROUP_PARENT}/{cgroups_path}", what)
 
 
 def frozen(path: str, mounts: Mounts | None = None) -> bool:
@@ -305,7 +306,7 @@ def frozen(path: str, mounts: Mounts | None = None) -> bool:
     answer as ``Manager.frozen()``: the v1 freezer where there is one, else the
     cgroup2 ``cgroup.freeze``.
     """
-    path = _clean(path, "cgroup path")
+    path = clean_path(path, "cgroup path")
     mounts = mounts or detect()
     freezer = mounts.hierarchy("freezer") if mounts.version == 1 else None
     if freezer is not None:
@@ -331,7 +332,7 @@ def remove_if_empty(path: str, mounts: Mounts, top: str) -> bool:
     the manager's ``terminate``/``destroy`` end and remove the rest."""
     from hostjob.cgroups import _fs  # its rmdir, as the managers' (a fake tree's too)
 
-    path = _clean(path, "cgroup path")
+    path = clean_path(path, "cgroup path")
     dirs = job_dirs(path, mounts)
     left = False
     for d in dirs:
@@ -396,25 +397,3 @@ def _read_optional(path: str) -> bytes | None:
         raise CgroupError(f"cannot read {path}: {err.strerror}") from err
     finally:
         posix.close(fd)
-
-
-def open_manager(path: str, *, root: str | None = None, mounts: Mounts | None = None) -> Manager:
-    """The manager of cgroup ``path`` (from ``resolve_path``) on this host.
-
-    ``root`` points it at another tree laid out like ``/sys/fs/cgroup`` or at a
-    cgroup2 mount (e.g. ``/sys/fs/cgroup/unified`` on a hybrid host); ``mounts``
-    gives the hierarchies outright. No filesystem access happens here beyond
-    ``detect()``'s one read of mountinfo (or ``mounts_at``'s scan of ``root``).
-    """
-    path = _clean(path, "cgroup path")
-    if mounts is None:
-        mounts = mounts_at(root) if root is not None else detect()
-    if mounts.version == 2 and mounts.unified is not None:
-        from hostjob.cgroups.v2 import V2Manager
-
-        return V2Manager(path, mounts.unified.mountpoint)
-    if mounts.version == 1:
-        from hostjob.cgroups.v1 import V1Manager
-
-        return V1Manager(path, mounts)
-    raise CgroupError("no cgroup filesystem is mounted (looked in /proc/self/mountinfo)")

@@ -17,22 +17,16 @@ import errno
 import posix
 import time
 
-from hostjob import paths
+from hostjob import paths, signals
 from hostjob.cgroups import _fs
 from hostjob.errors import CgroupError, MissingController
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import signal as _sig
     from collections.abc import Callable
     from typing import Any
 
     from hostjob.spec.runtime import Resources
-else:
-    import _signal as _sig  # signal without its enum wrappers (~3 ms of imports)
-
-SIGKILL = 9
-SIGTERM = 15
 
 # Upper bounds that keep every loop finite.
 _SIGNAL_ROUNDS = 100
@@ -47,7 +41,7 @@ class Entry:
 
     ``unified``: the job's directory in a cgroup2 hierarchy (a v2 host, or the unified
     hierarchy of a hybrid one), or None. The runtime starts the process there with
-    ``clone3(CLONE_INTO_CGROUP)`` when it can (``hostjob.runtime.init``): a move into a
+    ``clone3(CLONE_INTO_CGROUP)`` when it can (``hostjob.runtime.launch.spawn``): a move into a
     cgroup2 cgroup after the fact can only go through ``cgroup.procs``, which takes the
     kernel's write lock on every process's cgroup membership (``cgroup_threadgroup_rwsem``)
     and so waits for an RCU grace period, 5-24 ms. ``tasks``: the job's ``tasks`` file
@@ -103,7 +97,7 @@ def warn_once(msg: str) -> None:
 def signal_pidfd(fd: int, pid: int, sig: int) -> None:
     """Signal the process behind pidfd ``fd`` (``pid``: for the error); gone is fine."""
     try:
-        _sig.pidfd_send_signal(fd, sig)
+        signals.pidfd_send_signal(fd, sig)
     except ProcessLookupError:
         pass
     except PermissionError as err:
@@ -237,7 +231,7 @@ class OOMWatcher:
 class Manager:
     """One job cgroup, across every hierarchy of this host."""
 
-    __slots__ = ("_dirs", "_oom", "_procs", "path")
+    __slots__ = ("_dirs", "_procs", "path")
 
     version: int  # 1 or 2, set by each implementation
     # Controllers whose absence is worth a warning even when no limit needs them.
@@ -247,7 +241,6 @@ class Manager:
         self.path = path
         self._dirs = dirs
         self._procs = [d.path + "/cgroup.procs" for d in dirs]
-        self._oom: OOMWatcher | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r}, {[d.path for d in self._dirs]})"
@@ -345,31 +338,35 @@ class Manager:
     def exists(self) -> bool:
         return any(paths.isdir(d.path) for d in self._dirs)
 
-    def wait_empty(self, timeout: float) -> bool:
-        """Wait until the job has no process; False if some remain after ``timeout``."""
+    def wait_empty(self, timeout: float, idle: Callable[[float], object] | None = None) -> bool:
+        """Wait until the job has no process; False if some remain after ``timeout``.
+        ``idle(seconds)`` is how to pass the time between two looks (a sleep by default;
+        a watcher copies the job's output meanwhile)."""
         deadline = time.monotonic() + timeout
         delay = 0.001
         while self.pids():
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            time.sleep(min(delay, left))
+            (idle or time.sleep)(min(delay, left))
             delay = min(delay * 2, 0.05)
         return True
 
-    def terminate(self, grace: float = 5.0) -> bool:
-        """End the job: SIGTERM everyone, SIGKILL what is left after ``grace`` seconds.
+    def terminate(self, grace: float = 5.0, idle: Callable[[float], object] | None = None) -> bool:
+        """End the job: SIGTERM everyone, SIGKILL what is left after ``grace`` seconds
+        (``idle``: as ``wait_empty`` takes it). The one way a job is ended once its init
+        has: ``delete``, ``run``, ``stop`` and a watcher all end it here.
 
         True once the job is empty (False if processes outlive even SIGKILL, e.g.
         stuck in uninterruptible sleep, for 5 s).
         """
-        if not self.pids():
+        if not self.exists() or not self.pids():
             return True
-        self.kill_all(SIGTERM)
-        if self.wait_empty(grace):
+        self.kill_all(signals.SIGTERM)
+        if self.wait_empty(grace, idle):
             return True
-        self.kill_all(SIGKILL)
-        return self.wait_empty(5.0)
+        self.kill_all(signals.SIGKILL)
+        return self.wait_empty(5.0, idle)
 
     def destroy(self, timeout: float = DESTROY_TIMEOUT) -> None:
         """Remove the cgroup everywhere, SIGKILLing what still runs in it; idempotent.
@@ -382,7 +379,7 @@ class Manager:
         delay = 0.001
         while busy:
             if self.pids():
-                self.kill_all(SIGKILL)
+                self.kill_all(signals.SIGKILL)
                 self.wait_empty(max(0.0, min(1.0, deadline - time.monotonic())))
             busy = [path for path in busy if not remove_tree(path)]
             if not busy:
@@ -397,26 +394,10 @@ class Manager:
             delay = min(delay * 2, 0.1)
         self.close()
 
-    def wait_oom(self, timeout: float) -> int | None:
-        """OOM kills since the previous call (the first call counts from now).
-
-        Blocks up to ``timeout`` seconds; None once the cgroup is gone.
-        """
-        if self._oom is None:
-            self._oom = self.oom_watcher()
-        return self._oom.wait(timeout)
-
     def close(self) -> None:
         """Release the fds this manager holds (it stays usable; they reopen on demand)."""
         for d in self._dirs:
             d.close()
-        if self._oom is not None:
-            self._oom.close()
-            self._oom = None
-
-    def __del__(self) -> None:
-        if getattr(self, "_oom", None) is not None:  # the dirs close themselves
-            self.close()
 
     # --- helpers for the implementations --------------------------------------------------
 
@@ -459,7 +440,7 @@ class Manager:
             self._signal_members(self.pids(), sig)
         finally:
             # A frozen process acts on SIGKILL only once thawed (v1).
-            if not was_frozen or sig == SIGKILL:
+            if not was_frozen or sig == signals.SIGKILL:
                 self.thaw()
 
     def _signal_members(self, pids: list[int], sig: int) -> None:

@@ -12,7 +12,7 @@ import sys
 
 from hostjob import __version__, log
 from hostjob.cli.args import FLAG, VALUE, Command, HelpRequested, Option, parse, usage
-from hostjob.errors import HostjobError, PermissionDenied
+from hostjob.errors import HostjobError, NotAJobContainer, PermissionDenied
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -72,8 +72,10 @@ GLOBAL = Command(
 )
 
 
-# Commands that name one container: a container that is not a job container is handed
-# to its real OCI runtime (hostjob.runtime.delegate) before the command runs.
+# Commands that name one container: one that is not a job container (the library says
+# so as it loads it: NotAJobContainer) is handed to its real OCI runtime, the same words
+# and all (hostjob.runtime.delegate.handover). Each loads its container before anything
+# else (before it reads a file or stdin that the real runtime must get).
 ROUTED = frozenset(
     ("start", "state", "kill", "delete", "exec", "ps", "events", "update", "pause", "resume")
 )
@@ -169,14 +171,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if needs_root and posix.geteuid() != 0:
             raise PermissionDenied(f"hostjob {name} needs root (euid 0): run it as root")
-        if name in ROUTED:
-            runtime = _route(ctx.root, args.container_id)
-            if runtime is not None:
-                from hostjob.runtime import delegate
+        try:
+            code: int = module.run(args, ctx)
+        except NotAJobContainer as err:
+            if name not in ROUTED:
+                raise
+            from hostjob.runtime.delegate import handover
 
-                flags = ctx.delegate_flags()
-                return delegate.dispatch(ctx.root, args.container_id, runtime, name, rest, flags)
-        code: int = module.run(args, ctx)
+            flags = ctx.delegate_flags()
+            return handover(ctx.root, args.container_id, err.runtime, name, rest, flags)
         return code
     except HostjobError as err:
         return _fail(err, glob.debug)
@@ -196,14 +199,6 @@ def main(argv: list[str] | None = None) -> int:
         if glob.debug:
             raise
         return _fail(HostjobError(f"internal error: {type(err).__name__}: {err}"), glob.debug)
-
-
-def _route(root: str, container_id: str) -> str | None:
-    """The real runtime of a container that is not a job container (one readlink; the
-    state directory module is loaded already by every command that names a container)."""
-    from hostjob.runtime.state_dir import StateStore
-
-    return StateStore(root).route(container_id)
 
 
 def _silence_stdout() -> None:

@@ -21,6 +21,7 @@ from hostjob.errors import MountError
 from hostjob.images.gc import ContainerRef
 from hostjob.images.overlay import mount_overlay, unmount
 from hostjob.mountinfo import is_mountpoint
+from hostjob.runtime.sandbox.provider import RootfsProvider
 from hostjob.units import rfc3339
 
 TYPE_CHECKING = False
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from hostjob.images.gc import Collector
     from hostjob.images.resolve import ResolvedImage
     from hostjob.job import JobConfig
-    from hostjob.runtime.mounts import Record
+    from hostjob.runtime.sandbox.provider import Recorder
 
 
 class ContainerRootfs:
@@ -111,7 +112,7 @@ def rw_dir(gc: Collector, container_id: str) -> str:
     return gc.root.join("rw", container_id)
 
 
-class ImageRootfs:
+class ImageRootfs(RootfsProvider):
     """The rootfs of an image container: a ``RootfsProvider`` for the runtime."""
 
     __slots__ = ("gc", "image", "volatile")
@@ -121,9 +122,9 @@ class ImageRootfs:
         self.image = image
         self.volatile = volatile  # no syncs to the upper dir: it dies with the container
 
-    def prepare(self, container_id: str, job: JobConfig, record: Record) -> None:
+    def prepare(self, container_id: str, job: JobConfig, record: Recorder) -> None:
         """Mount the image at ``job.rootfs``, each change recorded for undo first."""
-        from hostjob.runtime.undo import REMOVE, REMOVE_TREE, UNMOUNT
+        from hostjob.runtime.sandbox.undo import REMOVE, REMOVE_TREE, UNMOUNT
 
         upper_dir = rw_dir(self.gc, container_id)
         record(

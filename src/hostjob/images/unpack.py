@@ -233,10 +233,10 @@ class _Info(tarfile.TarInfo):
         try:
             return super().fromtarfile(tf)
         except tarfile.EOFHeaderError:  # type: ignore[attr-defined]
-            tf._hostjob_end = "eof"  # type: ignore[attr-defined]
+            tf.hostjob_end = "eof"  # type: ignore[attr-defined]
             raise
         except tarfile.HeaderError as err:
-            tf._hostjob_end = str(err) or type(err).__name__  # type: ignore[attr-defined]
+            tf.hostjob_end = str(err) or type(err).__name__  # type: ignore[attr-defined]
             raise
 
 
@@ -573,7 +573,7 @@ def extract(
             except OSError as err:
                 raise UnpackError(f"entry {member.name!r}: {err.strerror or err}") from err
             faults.point("unpack:mid-layer")  # some of the layer's entries are written
-        end = getattr(tf, "_hostjob_end", None)
+        end = getattr(tf, "hostjob_end", None)
         if end != "eof":
             raise UnpackError(f"tar stream is truncated or corrupt ({end or 'no end marker'})")
         extractor.finish_dirs()

@@ -1,35 +1,38 @@
-"""Containers that are not job containers (SPEC §4, mixed pods): handed to a real OCI
-runtime.
+"""Containers that are not job containers (mixed pods): handed to a real OCI runtime.
 
-In a pod run by the hostjob handler, a container that its annotations say is not a job
-container (``hostjob.config.is_job_container``) runs as an ordinary namespaced
-container: the real runtime -- ``runc`` from ``PATH`` unless ``HOSTJOB_DELEGATE_RUNTIME``
-names another (an absolute path or a name in ``PATH``) -- is run with the same global
-flags but a state root of hostjob's own, ``<root>/.delegate/<runtime name>``:
+Whether a container is delegated is decided by the library only, and the command line
+only calls in: ``create`` here decides from a bundle's annotations
+(``hostjob.pods.delegated``); for any later command, ``Handle.load`` finds the route
+``create`` wrote and raises ``NotAJobContainer``, and the command line calls
+``handover``. In a pod run by the hostjob handler, such a container runs as an ordinary
+namespaced container: the real runtime -- ``runc`` from ``PATH`` unless
+``HOSTJOB_DELEGATE_RUNTIME`` names another (an absolute path or a name in ``PATH``) -- is
+run with the same global flags but a state root of hostjob's own,
+``<root>/.delegate/<runtime name>``:
 
 * ``create`` makes the container's directory ``<root>/<id>`` (so an ID is unique across
   both runtimes), records the route there (``StateStore.write_route``: a symlink to the
   runtime's absolute path), writes a changed bundle when the namespaces must change
   (``confined_bundle``), then runs the runtime's ``create`` and waits for it; a failed
   create removes the route again;
-* every later command naming the ID finds the route (``StateStore.route``, one
-  ``readlink`` that every runtime command pays) and is replaced by the runtime's
-  (``exec``) with the same words;
-* ``delete`` runs the runtime's and removes the route once that succeeded (``delete
-  --force`` of a route whose container the runtime never made succeeds too: runc's does),
-  then the runtime's state root if it is empty (``_tidy``);
-* ``list`` merges the runtime's list (``list_delegated``).
+* ``handover``: every later command naming the ID (``Handle.load`` finds the route
+  where a job container's record would be) is replaced by the runtime's
+  (``exec``) with the same words; ``delete`` runs the runtime's and removes the route once
+  that succeeded (``delete --force`` of a route whose container the runtime never made
+  succeeds too: runc's does), then the runtime's state root if it is empty (``_tidy``);
+* ``list_delegated`` merges the runtime's list into ``hostjob list``.
 
-Nothing here runs for a job container: the runtime path pays only the ``readlink``.
+Nothing here runs, nor is loaded, for a job container.
 """
 
 from __future__ import annotations
 
-import os
+import posix
 
-from hostjob import config, faults
+from hostjob import paths
+from hostjob.env import getenv
 from hostjob.errors import DelegateError
-from hostjob.runtime.state_dir import DELEGATE_DIR, StateStore, validate_id
+from hostjob.runtime.record import DELEGATE_DIR, StateStore, validate_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,14 +59,15 @@ _NS_FILES = {
 
 def runtime_path() -> str:
     """The real OCI runtime's absolute path (``HOSTJOB_DELEGATE_RUNTIME``, else runc)."""
-    name = os.environ.get(ENV_RUNTIME) or DEFAULT_RUNTIME
+    name = getenv(ENV_RUNTIME) or DEFAULT_RUNTIME
     if "/" in name:
-        candidates = [os.path.abspath(name)]
+        candidates = [paths.abspath(name)]
     else:
-        candidates = [os.path.join(d, name) for d in os.get_exec_path() if os.path.isabs(d)]
+        search = (getenv("PATH") or "/usr/local/bin:/usr/bin:/bin").split(":")
+        candidates = [paths.join(d, name) for d in search if paths.isabs(d)]
     for path in candidates:
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            if os.path.basename(os.path.realpath(path)) == "hostjob":
+        if paths.isfile(path) and posix.access(path, posix.X_OK):
+            if paths.basename(paths.realpath(path)) == "hostjob":
                 raise DelegateError(
                     f"{ENV_RUNTIME}={name} names hostjob itself: a container that is not a"
                     " job container needs a real OCI runtime (runc, crun)"
@@ -77,13 +81,24 @@ def runtime_path() -> str:
 
 
 def create(
-    root: str, container_id: str, bundle: str, flags: list[str], create_flags: list[str]
-) -> int:
-    """``create`` of a container that is not a job container: record the route, run the
-    runtime's create (``create_flags``: the client's, but ``--bundle``) and return its
-    exit status; the route goes again when it fails."""
+    root: str,
+    container_id: str,
+    bundle: str,
+    document: object,
+    flags: list[str],
+    create_flags: list[str],
+) -> int | None:
+    """``create`` of the bundle at ``bundle`` (``document``: its config.json as
+    ``bundle.read_config`` read it) if it is of a container that is not a job
+    container: record the route, run the runtime's create (``create_flags``: the
+    client's, but ``--bundle``) and return its exit status (the route goes again when it
+    fails). None for a job container, which the caller creates."""
+    from hostjob import faults, pods
+
+    if not pods.delegated(document):
+        return None
     validate_id(container_id)
-    bundle = os.path.abspath(bundle)
+    bundle = paths.abspath(bundle)
     runtime = runtime_path()
     store = StateStore(root)
     lock = store.create(container_id)  # an ID taken by either runtime: already exists
@@ -107,12 +122,15 @@ def create(
         lock.release()
 
 
-def dispatch(
+def handover(
     root: str, container_id: str, runtime: str, command: str, words: list[str], flags: list[str]
 ) -> int:
-    """Any later command (``words``: its arguments as given) on a container the route says
-    ``runtime`` runs: ``delete`` waits for the runtime and then drops the route; every
-    other command becomes the runtime's own (this process is replaced)."""
+    """Any later command (``words``: its arguments as given) on a container that the
+    real OCI runtime ``runtime`` runs (``Handle.load`` found its route and raised
+    ``NotAJobContainer``): ``delete`` waits for the runtime and then drops the route;
+    every other command becomes the runtime's own (this process is replaced)."""
+    from hostjob import faults
+
     store = StateStore(root)
     argv = [runtime, *flags, "--root", store.delegate_root(runtime), command, *words]
     if command != "delete":
@@ -132,9 +150,9 @@ def _delegates_lock(store: StateStore) -> FileLock:
     a container in its state root there: ``_tidy`` removes none of them meanwhile."""
     from hostjob import fsutil
 
-    path = os.path.join(store.root, DELEGATE_DIR)
+    path = paths.join(store.root, DELEGATE_DIR)
     fsutil.ensure_dir(path, 0o700)
-    return fsutil.lock_fd(os.open(path, fsutil.DIR_FLAGS), shared=True)
+    return fsutil.lock_fd(posix.open(path, fsutil.DIR_FLAGS), shared=True)
 
 
 def _tidy(store: StateStore) -> None:
@@ -143,19 +161,19 @@ def _tidy(store: StateStore) -> None:
     lock; the next delete tidies up)."""
     from hostjob import fsutil
 
-    path = os.path.join(store.root, DELEGATE_DIR)
+    path = paths.join(store.root, DELEGATE_DIR)
     try:
-        lock = fsutil.lock_fd(os.open(path, fsutil.DIR_FLAGS), wait=False)
+        lock = fsutil.lock_fd(posix.open(path, fsutil.DIR_FLAGS), wait=False)
     except (FileNotFoundError, BlockingIOError):
         return
     with lock:
-        for name in os.listdir(lock.fd):
+        for name in posix.listdir(lock.fd):
             try:
-                os.rmdir(name, dir_fd=lock.fd)
+                posix.rmdir(name, dir_fd=lock.fd)
             except OSError:
                 pass  # a runtime's root that still holds containers (or a file)
         try:
-            os.rmdir(path)
+            posix.rmdir(path)
         except OSError:
             pass
 
@@ -182,39 +200,39 @@ def list_delegated(root: str) -> list[tuple[str, dict[str, Any]]]:
         if code != 0 or (states is not None and type(states) is not list):
             log.warning(f"{runtime} list failed (exit status {code}): its containers are not shown")
             continue
-        name = os.path.basename(runtime)
+        name = paths.basename(runtime)
         found += [(name, s) for s in states or [] if type(s) is dict and s.get("id") in ids]
     return found
 
 
 def confined_bundle(store: StateStore, container_id: str, bundle: str) -> str:
     """The bundle to give the real runtime: ``bundle`` itself, or -- when the config's
-    namespaces must change (``config.confined_namespaces``: a job sandbox's namespaces
+    namespaces must change (``pods.confined_namespaces``: a job sandbox's namespaces
     are the host's) -- a copy of its config.json with those changes, the rootfs and
     relative bind sources made absolute, in ``<root>/<id>/bundle``."""
-    from hostjob import fsutil, jsonio
+    from hostjob import fsutil, jsonio, pods
     from hostjob.runtime.bundle import read_json
 
-    spec = read_json(os.path.join(bundle, "config.json"), "config.json")
+    spec = read_json(paths.join(bundle, "config.json"), "config.json")
     linux = spec.get("linux") if type(spec) is dict else None
     entries = linux.get("namespaces") if type(linux) is dict else None
     if type(entries) is not list or not all(type(e) is dict for e in entries):
         return bundle
     assert type(spec) is dict and type(linux) is dict
-    changed = config.confined_namespaces(entries, _on_host(entries))
+    changed = pods.confined_namespaces(entries, _on_host(entries))
     if changed is None:
         return bundle
     spec = dict(spec, linux=dict(linux, namespaces=changed))
     root = spec.get("root")
     if type(root) is dict and type(root.get("path")) is str:
-        spec["root"] = dict(root, path=os.path.join(bundle, root["path"]))
+        spec["root"] = dict(root, path=paths.join(bundle, root["path"]))
     mounts = spec.get("mounts")
     if type(mounts) is list:
         spec["mounts"] = [_absolute_source(m, bundle) for m in mounts]
-    folder = os.path.join(store.dir(container_id), BUNDLE_DIR)
-    os.mkdir(folder, 0o700)
+    folder = paths.join(store.dir(container_id), BUNDLE_DIR)
+    posix.mkdir(folder, 0o700)
     data = jsonio.dumps(spec) + "\n"
-    fsutil.write_atomic(os.path.join(folder, "config.json"), data.encode(), mode=0o600)
+    fsutil.write_atomic(paths.join(folder, "config.json"), data.encode(), mode=0o600)
     return folder
 
 
@@ -228,8 +246,8 @@ def _on_host(entries: list[dict[str, Any]]) -> set[str]:
         if name is None or type(path) is not str or not path:
             continue
         try:
-            theirs = os.stat(path)
-            ours = os.stat(f"/proc/self/ns/{name}")
+            theirs = posix.stat(path)
+            ours = posix.stat(f"/proc/self/ns/{name}")
         except OSError:
             continue
         if (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino):
@@ -243,8 +261,8 @@ def _absolute_source(mount: object, bundle: str) -> object:
     source = mount.get("source")
     options = mount.get("options") or []
     is_bind = mount.get("type") == "bind" or (type(options) is list and "rbind" in options)
-    if is_bind and type(source) is str and source and not os.path.isabs(source):
-        return dict(mount, source=os.path.join(bundle, source))
+    if is_bind and type(source) is str and source and not paths.isabs(source):
+        return dict(mount, source=paths.join(bundle, source))
     return mount
 
 
@@ -252,40 +270,40 @@ def _spawn(argv: list[str]) -> int:
     """Run ``argv`` with this process's stdio and environment; its exit status (a signal
     that ended it: 128 + its number, as a shell says)."""
     try:
-        pid = os.posix_spawn(argv[0], argv, os.environ)
+        pid = posix.posix_spawn(argv[0], argv, posix.environ)
     except OSError as err:
         raise DelegateError(f"cannot run {argv[0]}: {err.strerror}") from err
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
+    _, status = posix.waitpid(pid, 0)
+    code = posix.waitstatus_to_exitcode(status)
     return 128 - code if code < 0 else code
 
 
 def _capture(argv: list[str]) -> tuple[int, bytes]:
     """``_spawn`` with stdout captured."""
-    read_end, write_end = os.pipe()
+    read_end, write_end = posix.pipe()
     try:
         try:
-            pid = os.posix_spawn(
-                argv[0], argv, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, write_end, 1)]
+            pid = posix.posix_spawn(
+                argv[0], argv, posix.environ, file_actions=[(posix.POSIX_SPAWN_DUP2, write_end, 1)]
             )
         except OSError as err:
             raise DelegateError(f"cannot run {argv[0]}: {err.strerror}") from err
-        os.close(write_end)
+        posix.close(write_end)
         write_end = -1
         chunks = []
-        while chunk := os.read(read_end, 65536):
+        while chunk := posix.read(read_end, 65536):
             chunks.append(chunk)
     finally:
-        os.close(read_end)
+        posix.close(read_end)
         if write_end >= 0:
-            os.close(write_end)
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
+            posix.close(write_end)
+    _, status = posix.waitpid(pid, 0)
+    code = posix.waitstatus_to_exitcode(status)
     return (128 - code if code < 0 else code), b"".join(chunks)
 
 
 def _exec(argv: list[str]) -> NoReturn:
     try:
-        os.execv(argv[0], argv)
+        posix.execv(argv[0], argv)
     except OSError as err:
         raise DelegateError(f"cannot run {argv[0]}: {err.strerror}") from err

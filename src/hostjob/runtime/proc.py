@@ -6,9 +6,7 @@ recycled by another process and the container is stopped. Signals go through a
 pidfd opened after that check, so a stranger that takes the pid later is never
 signalled.
 
-``sig`` is the C module underneath ``signal``: the same functions and numbers
-without the IntEnum wrappers, whose ``enum`` import costs ~3 ms on every
-command. ``parse_signal`` reads ``9``, ``KILL``, ``SIGKILL``, ``SIGRTMIN+3``.
+Signals themselves are ``hostjob.signals``.
 """
 
 from __future__ import annotations
@@ -17,22 +15,11 @@ import posix
 import select
 import time
 
-from hostjob.errors import InvalidArgument
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import signal as sig
-else:
-    import _signal as sig
-
 __all__ = [
     "env_dict",
     "exit_code",
     "is_alive",
     "open_pidfd",
-    "parse_signal",
-    "sig",
-    "signal_name",
     "signal_process",
     "start_time",
     "stat_fields",
@@ -86,8 +73,10 @@ def signal_process(pid: int, started: int, signum: int) -> bool:
     fd = open_pidfd(pid, started)
     if fd is None:
         return False
+    from hostjob import signals  # here: `state` and `list` never signal
+
     try:
-        sig.pidfd_send_signal(fd, signum)
+        signals.pidfd_send_signal(fd, signum)
         return True
     except ProcessLookupError:
         return False
@@ -122,52 +111,3 @@ def exit_code(status: int) -> int:
     if posix.WIFSIGNALED(status):
         return 128 + posix.WTERMSIG(status)
     return posix.waitstatus_to_exitcode(status)
-
-
-# --- signals by name -------------------------------------------------------------------
-
-
-def parse_signal(text: str | int) -> int:
-    if isinstance(text, int):
-        number = text
-    elif text.isdigit():
-        number = int(text)
-    else:
-        name = text.upper()
-        if not name.startswith("SIG"):
-            name = "SIG" + name
-        named = _named(name)
-        if named is None:
-            raise InvalidArgument(f"unknown signal {text!r}")
-        number = named
-    if not 0 < number <= sig.SIGRTMAX:
-        raise InvalidArgument(f"invalid signal number {number}")
-    return number
-
-
-def _named(name: str) -> int | None:
-    for base, sign in (("SIGRTMIN", 1), ("SIGRTMAX", -1)):
-        if name == base:
-            return int(getattr(sig, base))
-        if name.startswith(base + ("+" if sign > 0 else "-")):
-            offset = name[len(base) + 1 :]
-            if offset.isdigit():
-                return int(getattr(sig, base)) + sign * int(offset)
-            return None
-    if name.startswith("SIG_"):
-        return None
-    value = getattr(sig, name, None)
-    return int(value) if isinstance(value, int) else None
-
-
-def signal_name(number: int) -> str:
-    """``SIGKILL`` for 9, ``SIGRTMIN+3``; the number itself when it names no signal."""
-    rtmin, rtmax = int(sig.SIGRTMIN), int(sig.SIGRTMAX)
-    if rtmin <= number <= rtmax:
-        return "SIGRTMIN" if number == rtmin else f"SIGRTMIN+{number - rtmin}"
-    # dir() is sorted: the usual name comes before its alias (SIGABRT/SIGIOT, SIGCHLD/SIGCLD).
-    for name in dir(sig):
-        usual = name.startswith("SIG") and not name.startswith(("SIG_", "SIGRT"))
-        if usual and getattr(sig, name) == number:
-            return name
-    return str(number)

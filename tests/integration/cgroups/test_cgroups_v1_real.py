@@ -13,6 +13,7 @@ import time
 import pytest
 
 import hostjob.cgroups as cg
+from hostjob.cgroups.driver import open_manager
 from hostjob.errors import CgroupError
 from hostjob.spec.runtime import Resources
 from tests.integration.cgroups.conftest import Spawn, cat, cgroups_of, gone, leftovers, wait_gone
@@ -54,7 +55,7 @@ def read_count(path: str) -> int:
 
 def test_create_join_destroy_leaves_nothing(parent: str, spawn: Spawn) -> None:
     path = f"{parent}/c1"
-    m = cg.open_manager(path)
+    m = open_manager(path)
     m.create()
     m.create()  # idempotent
     roots = [h.mountpoint for h in cg.detect().hierarchies]
@@ -72,7 +73,7 @@ def test_create_join_destroy_leaves_nothing(parent: str, spawn: Spawn) -> None:
 
 
 def test_memory_limit_oom_kill_is_seen(parent: str, spawn: Spawn) -> None:
-    m = cg.open_manager(f"{parent}/oom")
+    m = open_manager(f"{parent}/oom")
     limit = 48 << 20
     m.create(res({"memory": {"limit": limit, "swap": limit}}))
     watcher = m.oom_watcher()
@@ -96,18 +97,20 @@ def test_memory_limit_oom_kill_is_seen(parent: str, spawn: Spawn) -> None:
     m.destroy()
 
 
-def test_wait_oom_reports_none_once_the_cgroup_is_gone(parent: str) -> None:
-    m = cg.open_manager(f"{parent}/gone")
+def test_an_oom_watcher_reports_none_once_the_cgroup_is_gone(parent: str) -> None:
+    m = open_manager(f"{parent}/gone")
     m.create(res({"memory": {"limit": 64 << 20}}))
-    assert m.wait_oom(0.05) == 0
-    m2 = cg.open_manager(f"{parent}/gone")
+    watcher = m.oom_watcher()
+    assert watcher.wait(0.05) == 0
+    m2 = open_manager(f"{parent}/gone")
     m2.destroy()
-    assert m.wait_oom(2) is None
+    assert watcher.wait(2) is None
+    watcher.close()
     m.close()
 
 
 def test_pids_limit_makes_the_next_fork_fail(parent: str, spawn: Spawn) -> None:
-    m = cg.open_manager(f"{parent}/pids")
+    m = open_manager(f"{parent}/pids")
     m.create(res({"pids": {"limit": 5}}))
     forker = (
         "import os, sys, time\n"
@@ -132,7 +135,7 @@ def test_pids_limit_makes_the_next_fork_fail(parent: str, spawn: Spawn) -> None:
 
 
 def test_cpu_quota_bounds_cpu_usage(parent: str, spawn: Spawn) -> None:
-    m = cg.open_manager(f"{parent}/cpu")
+    m = open_manager(f"{parent}/cpu")
     m.create(res({"cpu": {"quota": 20000, "period": 100000}}))
     spawn(PY, "-c", "while True: pass", join=m.procs_files())
     time.sleep(0.3)
@@ -164,7 +167,7 @@ DAEMON = (
 def test_kill_all_gets_a_double_forked_daemon(
     parent: str, spawn: Spawn, tmp_path: object, sig: int
 ) -> None:
-    m = cg.open_manager(f"{parent}/daemon")
+    m = open_manager(f"{parent}/daemon")
     m.create()
     pidfile = f"{tmp_path}/daemon.pid"
     launcher = spawn(PY, "-c", DAEMON, pidfile, join=m.procs_files())
@@ -190,7 +193,7 @@ STORM = (
 
 
 def test_kill_all_while_the_job_forks(parent: str, spawn: Spawn) -> None:
-    m = cg.open_manager(f"{parent}/storm")
+    m = open_manager(f"{parent}/storm")
     m.create(res({"pids": {"limit": 64}}))
     storm = spawn(PY, "-c", STORM, join=m.procs_files())
     time.sleep(0.3)
@@ -210,7 +213,7 @@ def test_kill_all_while_the_job_forks(parent: str, spawn: Spawn) -> None:
 def test_freeze_stops_the_job_and_thaw_resumes_it(
     parent: str, spawn: Spawn, tmp_path: object
 ) -> None:
-    m = cg.open_manager(f"{parent}/freeze")
+    m = open_manager(f"{parent}/freeze")
     m.create()
     count = f"{tmp_path}/count"
     spawn(*counter(count), join=m.procs_files())
@@ -233,7 +236,7 @@ def test_freeze_stops_the_job_and_thaw_resumes_it(
 
 
 def test_update_changes_limits_the_kernel_enforces(parent: str, spawn: Spawn) -> None:
-    m = cg.open_manager(f"{parent}/update")
+    m = open_manager(f"{parent}/update")
     m.create(res({"pids": {"limit": 100}, "memory": {"limit": 256 << 20}}))
     spawn(join=m.procs_files())
     m.update(res({"pids": {"limit": 2}, "cpu": {"quota": 50000, "period": 100000}}))
@@ -265,7 +268,7 @@ def test_update_changes_limits_the_kernel_enforces(parent: str, spawn: Spawn) ->
 
 
 def test_stats_have_every_field(parent: str, spawn: Spawn) -> None:
-    m = cg.open_manager(f"{parent}/stats")
+    m = open_manager(f"{parent}/stats")
     m.create(
         res(
             {
@@ -303,7 +306,7 @@ def test_hugetlb_limit_goes_to_the_unified_hierarchy(parent: str) -> None:
     mounts = cg.detect()
     if mounts.hierarchy("hugetlb") is not None or mounts.unified is None:
         pytest.skip("hugetlb is a v1 controller on this host, not a unified-only one")
-    m = cg.open_manager(f"{parent}/huge")
+    m = open_manager(f"{parent}/huge")
     m.create(res({"hugepageLimits": [{"pageSize": "2MB", "limit": 4 << 20}]}))
     leaf = f"{mounts.unified.mountpoint}{parent}/huge"
     assert cat(f"{leaf}/hugetlb.2MB.max").strip() == str(4 << 20)
@@ -314,10 +317,10 @@ def test_hugetlb_limit_goes_to_the_unified_hierarchy(parent: str) -> None:
 
 def test_destroy_removes_sub_cgroups_the_job_made(parent: str, spawn: Spawn) -> None:
     path = f"{parent}/nest"
-    m = cg.open_manager(path)
+    m = open_manager(path)
     m.create()
     q = spawn(join=m.procs_files())
-    sub = cg.open_manager(f"{path}/inner/deeper")
+    sub = open_manager(f"{path}/inner/deeper")
     sub.create()  # as a job managing its own sub-cgroups would
     p = spawn(join=sub.procs_files())
     assert m.pids() == sorted([p.pid, q.pid])
@@ -327,7 +330,7 @@ def test_destroy_removes_sub_cgroups_the_job_made(parent: str, spawn: Spawn) -> 
 
 
 def test_terminate_gives_sigterm_then_sigkill(parent: str, spawn: Spawn) -> None:
-    m = cg.open_manager(f"{parent}/term")
+    m = open_manager(f"{parent}/term")
     m.create()
     polite = spawn(join=m.procs_files())
     stubborn = spawn(

@@ -15,6 +15,7 @@ import time
 import pytest
 
 import hostjob.cgroups as cg
+from hostjob.cgroups.driver import open_manager
 from hostjob.errors import MissingController
 from hostjob.spec.runtime import Resources
 from tests.integration.cgroups.conftest import Spawn, cat, leftovers, wait_gone
@@ -30,7 +31,7 @@ def res(data: dict[str, object]) -> Resources:
 
 def manager(path: str) -> cg.Manager:
     assert UNIFIED is not None
-    m = cg.open_manager(path, root=UNIFIED.mountpoint)
+    m = open_manager(path, root=UNIFIED.mountpoint)
     assert m.version == 2
     return m
 

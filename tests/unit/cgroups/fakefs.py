@@ -35,6 +35,7 @@ import signal
 from pathlib import Path
 
 from hostjob.cgroups import _fs
+from tests.helpers import alive
 
 MAX = "max"
 HUGE_SIZES = ("2MB", "1GB")
@@ -44,15 +45,6 @@ _real_rmdir = _fs.rmdir
 _real_read_at = _fs.read_at
 _real_write_at = _fs.write_at
 _real_read_path = _fs.read_path
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 def _fd_path(dirfd: int) -> str:

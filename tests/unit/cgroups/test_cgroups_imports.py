@@ -23,7 +23,7 @@ def modules_after(code: str) -> set[str]:
 
 
 def test_opening_a_manager_is_light() -> None:
-    mods = modules_after("import hostjob.cgroups as c; c.open_manager('/x')")
+    mods = modules_after("import hostjob.cgroups.driver as c; c.open_manager('/x')")
     assert not mods & FORBIDDEN, sorted(mods & FORBIDDEN)
     # The controller modules load only when a limit or stat needs them.
     assert not {m for m in mods if m.startswith(("hostjob.cgroups.v1.", "hostjob.cgroups.v2."))}
@@ -31,9 +31,10 @@ def test_opening_a_manager_is_light() -> None:
 
 def test_every_cgroup_module_is_light() -> None:
     mods = modules_after(
-        "import hostjob.cgroups, hostjob.config, hostjob.cgroups.stats\n"
+        "import hostjob.cgroups, hostjob.config, hostjob.cgroups.stats, hostjob.cgroups.pids\n"
+        "import hostjob.cgroups.driver, hostjob.cgroups.unified\n"
         "for v in ('v1', 'v2'):\n"
-        "    for m in ('memory', 'cpu', 'cpuset', 'pids', 'hugetlb'):\n"
+        "    for m in ('memory', 'cpu', 'cpuset', 'hugetlb'):\n"
         "        __import__(f'hostjob.cgroups.{v}.{m}')\n"
         "import hostjob.cgroups.v1.blkio, hostjob.cgroups.v1.freezer, hostjob.cgroups.v2.io"
     )

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import hostjob.cgroups as cg
+from hostjob.cgroups.driver import open_manager
 from hostjob.errors import CgroupError
 
 HYBRID = """\
@@ -127,7 +128,7 @@ def test_no_cgroups_at_all() -> None:
     m = cg.parse_mountinfo("24 1 8:1 / / rw - ext4 /dev/sda1 rw\ngarbage line\n")
     assert m.version == 0
     with pytest.raises(CgroupError, match="no cgroup filesystem"):
-        cg.open_manager("/x", mounts=m)
+        open_manager("/x", mounts=m)
 
 
 def test_detect_reads_this_host_once() -> None:
@@ -160,7 +161,7 @@ def test_mounts_at_cgroup2_root(tmp_path: Path) -> None:
 
 
 def test_open_manager_picks_the_version(tmp_path: Path) -> None:
-    v1 = cg.open_manager("/a/b", mounts=cg.parse_mountinfo(SPLIT))
+    v1 = open_manager("/a/b", mounts=cg.parse_mountinfo(SPLIT))
     assert v1.version == 1
     assert v1.procs_files() == [
         "/sys/fs/cgroup/cpu/a/b/cgroup.procs",
@@ -169,7 +170,7 @@ def test_open_manager_picks_the_version(tmp_path: Path) -> None:
         "/sys/fs/cgroup/systemd/a/b/cgroup.procs",
         "/sys/fs/cgroup/unified/a/b/cgroup.procs",
     ]
-    v2 = cg.open_manager("a//b/", mounts=cg.parse_mountinfo(V2))
+    v2 = open_manager("a//b/", mounts=cg.parse_mountinfo(V2))
     assert v2.version == 2 and v2.path == "/a/b"
     assert v2.procs_files() == ["/sys/fs/cgroup/a/b/cgroup.procs"]
 
@@ -177,7 +178,7 @@ def test_open_manager_picks_the_version(tmp_path: Path) -> None:
 def test_entry_is_tasks_on_v1_and_the_cgroup2_directory() -> None:
     # The container's processes: v1 through `tasks` (no grace period), cgroup2 by
     # clone3(CLONE_INTO_CGROUP) into the directory (hybrid: the unified mount's).
-    entry = cg.open_manager("/a/b", mounts=cg.parse_mountinfo(SPLIT)).entry()
+    entry = open_manager("/a/b", mounts=cg.parse_mountinfo(SPLIT)).entry()
     assert entry.tasks == [
         "/sys/fs/cgroup/cpu/a/b/tasks",
         "/sys/fs/cgroup/cpuacct/a/b/tasks",
@@ -185,7 +186,7 @@ def test_entry_is_tasks_on_v1_and_the_cgroup2_directory() -> None:
         "/sys/fs/cgroup/systemd/a/b/tasks",
     ]
     assert entry.unified == "/sys/fs/cgroup/unified/a/b"
-    entry = cg.open_manager("/a/b", mounts=cg.parse_mountinfo(V2)).entry()
+    entry = open_manager("/a/b", mounts=cg.parse_mountinfo(V2)).entry()
     assert entry.tasks == [] and entry.unified == "/sys/fs/cgroup/a/b"
 
 

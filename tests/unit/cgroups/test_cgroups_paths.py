@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hostjob.cgroups import expand_slice, open_manager, parse_mountinfo, resolve_path
+from hostjob.cgroups import expand_slice, parse_mountinfo, resolve_path
+from hostjob.cgroups.driver import open_manager
 from hostjob.errors import ConfigError
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import hostjob.cgroups as cg
+from hostjob.cgroups.driver import open_manager
 from tests.unit.cgroups.fakefs import FakeCgroup1, FakeCgroup2
 
 TYPE_CHECKING = False
@@ -27,7 +28,7 @@ def test_v2_rounds_skip_a_recycled_pid(
     fake2: FakeCgroup2, monkeypatch: pytest.MonkeyPatch, spawn: Callable[..., Popen[bytes]]
 ) -> None:
     fake2.kill_file = False  # no cgroup.kill: signals go process by process
-    m = cg.open_manager("/hostjob/race", root=fake2.root)
+    m = open_manager("/hostjob/race", root=fake2.root)
     m.create()
     stranger = spawn()
     _racing_pids(m, monkeypatch, [stranger.pid])
@@ -39,7 +40,7 @@ def test_v2_rounds_skip_a_recycled_pid(
 def test_v1_frozen_signal_skips_a_recycled_pid(
     fake1: FakeCgroup1, monkeypatch: pytest.MonkeyPatch, spawn: Callable[..., Popen[bytes]]
 ) -> None:
-    m = cg.open_manager("/hostjob/race", root=fake1.root)
+    m = open_manager("/hostjob/race", root=fake1.root)
     m.create()
     stranger = spawn()
     _racing_pids(m, monkeypatch, [stranger.pid])
@@ -52,7 +53,7 @@ def test_members_are_still_signalled(
     fake2: FakeCgroup2, monkeypatch: pytest.MonkeyPatch, spawn: Callable[..., Popen[bytes]]
 ) -> None:
     fake2.kill_file = False
-    m = cg.open_manager("/hostjob/race", root=fake2.root)
+    m = open_manager("/hostjob/race", root=fake2.root)
     m.create()
     member = spawn()
     m.add(member.pid)

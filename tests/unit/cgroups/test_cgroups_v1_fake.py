@@ -11,6 +11,7 @@ from collections.abc import Callable
 import pytest
 
 import hostjob.cgroups as cg
+from hostjob.cgroups.driver import open_manager
 from hostjob.errors import CgroupError, ConfigError, MissingController
 from hostjob.spec.runtime import Resources
 from tests.unit.cgroups.fakefs import FakeCgroup1, FakeCgroup2
@@ -25,7 +26,7 @@ def res(data: dict[str, object]) -> Resources:
 
 
 def manager(fake: FakeCgroup1, path: str = PATH) -> cg.Manager:
-    return cg.open_manager(path, root=fake.root)
+    return open_manager(path, root=fake.root)
 
 
 def test_create_makes_the_cgroup_in_every_hierarchy(fake1: FakeCgroup1) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 import hostjob.cgroups as cg
 import hostjob.errors as cg_errors
+from hostjob.cgroups.driver import open_manager
 from hostjob.cgroups.resources import cpu_shares_to_weight
 from hostjob.errors import CgroupError, ConfigError, MissingController
 from hostjob.spec.runtime import Resources
@@ -29,7 +30,7 @@ def res(data: dict[str, object]) -> Resources:
 
 
 def manager(fake: FakeCgroup2, path: str = PATH) -> cg.Manager:
-    return cg.open_manager(path, root=fake.root)
+    return open_manager(path, root=fake.root)
 
 
 def test_create_enables_controllers_down_the_tree(fake2: FakeCgroup2) -> None:
@@ -535,9 +536,11 @@ def test_oom_watcher(fake2: FakeCgroup2) -> None:
     fake2.put(leaf, "memory.events", "low 0\nhigh 0\nmax 9\noom 2\noom_kill 2\n")
     assert w.wait(2) == 2
     assert w.wait(0) == 0
-    assert m.wait_oom(0) == 0
+    second = m.oom_watcher()  # counts from the moment it is made
+    assert second.wait(0) == 0
     fake2.put(leaf, "memory.events", "low 0\nhigh 0\nmax 9\noom 3\noom_kill 3\n")
-    assert m.wait_oom(2) == 1
+    assert second.wait(2) == 1
+    second.close()
     m.destroy()
     assert w.wait(1) is None
     w.close()

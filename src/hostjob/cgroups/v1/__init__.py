@@ -8,8 +8,9 @@ its ``cgroup.kill`` ends the job atomically.
 
 from __future__ import annotations
 
+from hostjob import signals
 from hostjob.cgroups._fs import Dir
-from hostjob.cgroups._manager import SIGKILL, Entry, Manager, OOMWatcher, mkdir_p, rmdirs
+from hostjob.cgroups._manager import Entry, Manager, OOMWatcher, mkdir_p, rmdirs
 from hostjob.errors import CgroupError, CgroupExists, MissingController
 
 TYPE_CHECKING = False
@@ -70,23 +71,23 @@ class V1Manager(Manager):
         return self._by_controller.get(controller)
 
     def _unified_controllers(self) -> set[str]:
-        # _core2 (cgroup2's core files) is imported where used: delete, ps and the v1
+        # unified (cgroup2's core files) is imported where used: delete, ps and the v1
         # freezer never need it.
-        from hostjob.cgroups import _core2
+        from hostjob.cgroups import unified
 
         if self._unified is None:
             return set()
         root = Dir(self._unified_mount)
         try:
-            return _core2.controllers(root)
+            return unified.controllers(root)
         finally:
             root.close()
 
     def create(self, resources: Resources | None = None, *, exclusive: bool = False) -> None:
-        from hostjob.cgroups import _core2
+        from hostjob.cgroups import unified
 
-        unified = self._unified_controllers()
-        available = set(self._by_controller) | unified
+        in_unified = self._unified_controllers()
+        available = set(self._by_controller) | in_unified
         self._check(resources, available)
         self._warn_missing(available)
         cpuset = self._by_controller.get("cpuset")
@@ -101,8 +102,8 @@ class V1Manager(Manager):
                 from hostjob.cgroups.v1 import cpuset as _cpuset
 
                 _cpuset.ensure(cpuset, self._mountpoints[self._dirs.index(cpuset)], self.path)
-            if self._unified is not None and unified:
-                enabled = _core2.enable(self._unified_mount, self.path, self._unified, unified)
+            if self._unified is not None and in_unified:
+                enabled = unified.enable(self._unified_mount, self.path, self._unified, in_unified)
                 if (
                     resources is not None
                     and resources.hugepage_limits
@@ -121,13 +122,13 @@ class V1Manager(Manager):
             raise
 
     def update(self, resources: Resources) -> None:
-        from hostjob.cgroups import _core2
+        from hostjob.cgroups import unified
 
         if not self.exists():
             raise CgroupError(f"cgroup {self.path} does not exist")
         available = set(self._by_controller)
         if resources.hugepage_limits and self._unified is not None:
-            available |= _core2.controllers(self._unified)
+            available |= unified.controllers(self._unified)
         self._check(resources, available)
         self._apply(resources)
 
@@ -148,7 +149,7 @@ class V1Manager(Manager):
 
                 cpuset.apply(d, c)
         if res.pids is not None and (d := get("pids")) is not None:
-            from hostjob.cgroups.v1 import pids
+            from hostjob.cgroups import pids
 
             pids.apply(d, res.pids)
         if res.block_io is not None and (d := get("blkio")) is not None:
@@ -183,9 +184,9 @@ class V1Manager(Manager):
 
             freezer.freeze(d)
         else:
-            from hostjob.cgroups import _core2
+            from hostjob.cgroups import unified
 
-            _core2.freeze(d)
+            unified.freeze(d)
 
     def thaw(self) -> None:
         d, v1 = self._freezer()
@@ -194,9 +195,9 @@ class V1Manager(Manager):
 
             freezer.thaw(d)
         else:
-            from hostjob.cgroups import _core2
+            from hostjob.cgroups import unified
 
-            _core2.thaw(d)
+            unified.thaw(d)
 
     def frozen(self) -> bool:
         d, v1 = self._freezer()
@@ -204,14 +205,14 @@ class V1Manager(Manager):
             from hostjob.cgroups.v1 import freezer
 
             return freezer.frozen(d)
-        from hostjob.cgroups import _core2
+        from hostjob.cgroups import unified
 
-        return _core2.frozen(d)
+        return unified.frozen(d)
 
     def kill_all(self, sig: int) -> None:
-        from hostjob.cgroups import _core2
+        from hostjob.cgroups import unified
 
-        if sig == SIGKILL and self._unified is not None and _core2.kill(self._unified):
+        if sig == signals.SIGKILL and self._unified is not None and unified.kill(self._unified):
             # Atomic and fork-proof for everything in the unified cgroup; rounds catch
             # any process that joined only v1 hierarchies.
             self._signal_rounds(sig)
@@ -227,8 +228,9 @@ class V1Manager(Manager):
     # --- accounting ---------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
+        from hostjob.cgroups import pids
         from hostjob.cgroups.stats import new_stats
-        from hostjob.cgroups.v1 import blkio, cpu, hugetlb, memory, pids
+        from hostjob.cgroups.v1 import blkio, cpu, hugetlb, memory
 
         if not self.exists():
             raise CgroupError(f"cgroup {self.path} does not exist")

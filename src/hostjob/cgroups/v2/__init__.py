@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from hostjob.cgroups import _core2
+from hostjob import signals
+from hostjob.cgroups import unified
 from hostjob.cgroups._fs import Dir, keyed_value
-from hostjob.cgroups._manager import SIGKILL, Entry, Manager, OOMWatcher, mkdir_p, rmdirs
+from hostjob.cgroups._manager import Entry, Manager, OOMWatcher, mkdir_p, rmdirs
 from hostjob.cgroups.resources import requirements
 from hostjob.errors import CgroupError, CgroupExists
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from hostjob.spec.runtime import Resources
@@ -35,7 +37,7 @@ class V2Manager(Manager):
     def create(self, resources: Resources | None = None, *, exclusive: bool = False) -> None:
         root = Dir(self.mountpoint)
         try:
-            available = _core2.controllers(root)
+            available = unified.controllers(root)
         finally:
             root.close()
         self._check(resources, available)
@@ -44,7 +46,7 @@ class V2Manager(Manager):
         try:
             if exclusive and self._dir.path not in made:
                 raise CgroupExists(self.path, self._dir.path)
-            enabled = _core2.enable(self.mountpoint, self.path, self._dir, available)
+            enabled = unified.enable(self.mountpoint, self.path, self._dir, available)
             if resources is not None:
                 self._require(resources, enabled)
                 self._apply(resources)
@@ -56,7 +58,7 @@ class V2Manager(Manager):
     def update(self, resources: Resources) -> None:
         if not self.exists():
             raise CgroupError(f"cgroup {self._dir.path} does not exist")
-        enabled = _core2.controllers(self._dir)
+        enabled = unified.controllers(self._dir)
         self._check(resources, enabled)
         self._apply(resources)
 
@@ -72,7 +74,7 @@ class V2Manager(Manager):
         # runc's order: pids, memory, io, cpu, cpuset, hugetlb, unified last (it overrides).
         d = self._dir
         if res.pids is not None:
-            from hostjob.cgroups.v2 import pids
+            from hostjob.cgroups import pids
 
             pids.apply(d, res.pids)
         if res.memory is not None:
@@ -99,28 +101,31 @@ class V2Manager(Manager):
     # --- freezer, kill ------------------------------------------------------------------
 
     def freeze(self) -> None:
-        _core2.freeze(self._dir)
+        unified.freeze(self._dir)
 
     def thaw(self) -> None:
-        _core2.thaw(self._dir)
+        unified.thaw(self._dir)
 
     def frozen(self) -> bool:
-        return _core2.frozen(self._dir)
+        return unified.frozen(self._dir)
 
     def kill_all(self, sig: int) -> None:
-        if sig == SIGKILL and _core2.kill(self._dir):
+        if sig == signals.SIGKILL and unified.kill(self._dir):
             return
         self._signal_frozen(sig)
 
-    def wait_empty(self, timeout: float) -> bool:
+    def wait_empty(self, timeout: float, idle: Callable[[float], object] | None = None) -> bool:
+        if idle is not None:  # the caller has work to do between two looks
+            return super().wait_empty(timeout, idle)
         # cgroup.events "populated" covers sub-cgroups and wakes us by POLLPRI.
-        return _core2.wait_event(self._dir, "populated", 0, timeout) is not False
+        return unified.wait_event(self._dir, "populated", 0, timeout) is not False
 
     # --- accounting ---------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
+        from hostjob.cgroups import pids
         from hostjob.cgroups.stats import new_stats
-        from hostjob.cgroups.v2 import cpu, hugetlb, io, memory, pids
+        from hostjob.cgroups.v2 import cpu, hugetlb, io, memory
 
         d = self._dir
         if not self.exists():

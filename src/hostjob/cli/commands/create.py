@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hostjob.cli.args import FLAG, INT, VALUE, Command, Option
 from hostjob.runtime.container import Container
-from hostjob.runtime.create import CreateOptions
+from hostjob.runtime.verbs.create import CreateOptions
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,18 +30,21 @@ COMMAND = Command(
 
 
 def run(args: Args, ctx: Context) -> int:
-    from hostjob import config
-    from hostjob.runtime import bundle
-    from hostjob.runtime.state_dir import validate_id
+    from hostjob.runtime import bundle, delegate
+    from hostjob.runtime.record import validate_id
 
     validate_id(args.container_id)  # a bad ID is the first thing said, as ever
     document = bundle.read_config(args.bundle)  # read once, for both
-    if config.delegated(document):  # not a job container: a real OCI runtime's
-        from hostjob.runtime import delegate
-
-        return delegate.create(
-            ctx.root, args.container_id, args.bundle, ctx.delegate_flags(), runtime_flags(args)
-        )
+    handed = delegate.create(
+        ctx.root,
+        args.container_id,
+        args.bundle,
+        document,
+        ctx.delegate_flags(),
+        runtime_flags(args),
+    )
+    if handed is not None:  # not a job container: a real OCI runtime made it
+        return handed
     Container.create(
         args.container_id,
         args.bundle,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hostjob.cli.args import FLAG, Command, Option
-from hostjob.runtime.state_dir import StateStore
+from hostjob.runtime.record import StateStore
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

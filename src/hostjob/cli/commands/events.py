@@ -7,7 +7,7 @@ import sys
 from hostjob import jsonio
 from hostjob.cli.args import FLAG, VALUE, Command, Option
 from hostjob.runtime.container import Container
-from hostjob.runtime.events import events
+from hostjob.runtime.verbs.events import events
 from hostjob.units import parse_duration
 
 TYPE_CHECKING = False

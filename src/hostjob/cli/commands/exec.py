@@ -5,7 +5,7 @@ from __future__ import annotations
 from hostjob.cli.args import FLAG, INT, LIST, VALUE, Command, Option
 from hostjob.errors import InvalidArgument
 from hostjob.runtime.container import Container
-from hostjob.runtime.execute import ExecOptions, process_for_exec
+from hostjob.runtime.verbs.execute import ExecOptions, process_for_exec
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hostjob.cli.args import FLAG, Command, Option
 from hostjob.runtime.container import Container
-from hostjob.runtime.proc import parse_signal
+from hostjob.signals import parse_signal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,6 +21,6 @@ COMMAND = Command(
 
 
 def run(args: Args, ctx: Context) -> int:
-    sig = parse_signal(args.signal or "TERM")
-    Container.load(args.container_id, root=ctx.root).kill(sig, all_processes=args.all)
+    container = Container.load(args.container_id, root=ctx.root)
+    container.kill(parse_signal(args.signal or "TERM"), all_processes=args.all)
     return 0

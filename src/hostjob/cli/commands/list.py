@@ -6,7 +6,7 @@ from hostjob import jsonio
 from hostjob.cli.args import FLAG, VALUE, Command, Option
 from hostjob.errors import InvalidArgument
 from hostjob.runtime.container import Container
-from hostjob.runtime.state_dir import StateStore
+from hostjob.runtime.record import StateStore
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -131,6 +131,6 @@ def _stop_signal(text: str | None) -> str | None:
     """``--stop-signal``: checked, written as its name (``SIGQUIT``), as docker does."""
     if text is None:
         return None
-    from hostjob.runtime.proc import parse_signal, signal_name
+    from hostjob.signals import parse_signal, signal_name
 
     return signal_name(parse_signal(text))

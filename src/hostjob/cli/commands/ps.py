@@ -29,7 +29,7 @@ def run(args: Args, ctx: Context) -> int:
     if args.format == "json":
         print(jsonio.dumps(pids))
         return 0
-    from hostjob.runtime.pstable import ps_table
+    from hostjob.runtime.verbs.ps import ps_table
 
     print(ps_table(pids, args.ps_args or ["-ef"]), end="")
     return 0

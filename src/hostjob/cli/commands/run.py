@@ -17,11 +17,12 @@ from __future__ import annotations
 from hostjob import paths
 from hostjob.cli.args import FLAG, INT, LIST, VALUE, Command, Option
 from hostjob.cli.commands.create import CREATE_OPTIONS
+from hostjob.daemon.options import DAEMON_ONLY
 from hostjob.env import popenv
 from hostjob.errors import InvalidArgument
-from hostjob.runtime.create import CreateOptions
-from hostjob.runtime.run import run as run_container
-from hostjob.runtime.state_dir import validate_id
+from hostjob.runtime.record import validate_id
+from hostjob.runtime.verbs.create import CreateOptions
+from hostjob.runtime.verbs.run import run as run_container
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ IMAGE_OPTIONS = (
     Option("stop-timeout", INT, "with -d: seconds `stop` waits before SIGKILL (default 10)"),
 )
 # Flags about how a detached container is looked after: not part of what it runs.
-_DAEMON_ONLY = ("restart", "log_max_size", "log_max_files", "stop_signal", "stop_timeout")
+_DAEMON_ONLY = DAEMON_ONLY
 # Left out of the command line ``generate systemd`` writes (it adds --rm and --name
 # itself; the unit is the watcher; credentials never go into a unit file).
 _NOT_IN_UNIT = ("name", "rm", "quiet", "store", "creds", "interactive", *_DAEMON_ONLY)
@@ -123,44 +124,12 @@ def run(args: Args, ctx: Context) -> int:
 
 
 def _daemon_config(args: Args) -> DaemonConfig | None:
-    """``run -d``: how the watcher looks after the container. Its flags are refused
-    without ``-d`` (a foreground run keeps its own stdio and exit status)."""
-    from hostjob.job import DaemonConfig
-    from hostjob.runtime.crilog import DEFAULT_MAX_FILES, DEFAULT_MAX_SIZE, MIN_MAX_SIZE
-    from hostjob.runtime.policy import parse_restart
-    from hostjob.runtime.proc import parse_signal
-    from hostjob.units import parse_size
+    from hostjob.daemon.options import daemon_config
 
-    if not args.detach:
-        given = [d for d in _DAEMON_ONLY if getattr(args, d) is not None]
-        if given:
-            flag = "--" + given[0].replace("_", "-")
-            raise InvalidArgument(f"{flag} applies to detached containers (run -d)")
-        return None
-    policy, retries = parse_restart(args.restart or "no")
-    if args.rm and policy != "no":
-        raise InvalidArgument(f"--rm and --restart {args.restart} contradict each other")
-    size = DEFAULT_MAX_SIZE
-    if args.log_max_size is not None:
-        size = parse_size(args.log_max_size, "--log-max-size")
-        if size < MIN_MAX_SIZE:
-            raise InvalidArgument(f"--log-max-size {args.log_max_size}: at least 1k")
-    files = DEFAULT_MAX_FILES if args.log_max_files is None else args.log_max_files
-    if files < 1:
-        raise InvalidArgument(f"--log-max-files {files}: at least 1")
-    timeout = 10 if args.stop_timeout is None else args.stop_timeout
-    if timeout < 0:
-        raise InvalidArgument(f"--stop-timeout {timeout}: not negative")
-    return DaemonConfig(
-        log_dir="",
-        log_max_size=size,
-        log_max_files=files,
-        restart=policy,
-        max_retries=retries,
-        stop_signal=parse_signal(args.stop_signal) if args.stop_signal else None,
-        stop_timeout=timeout,
+    return daemon_config(
+        detach=args.detach,
         remove=args.rm,
-        command=[],
+        **{name: getattr(args, name) for name in _DAEMON_ONLY},
     )
 
 
@@ -197,7 +166,7 @@ def _absolute(dest: str, value: str) -> str:
 
 def _run_image(args: Args, ctx: Context) -> int:
     from hostjob.images import progress
-    from hostjob.images.run import run_image
+    from hostjob.images.run_image import run_image
     from hostjob.images.runspec import RunFlags
     from hostjob.images.store import Store
     from hostjob.units import parse_size

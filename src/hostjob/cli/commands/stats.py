@@ -14,8 +14,8 @@ from hostjob import jsonio
 from hostjob.cli.args import FLAG, VALUE, Command, Option
 from hostjob.errors import ContainerNotFound, ContainerNotRunning, InvalidArgument
 from hostjob.runtime.container import Container
-from hostjob.runtime.events import Sample, summaries, summarize, summary
 from hostjob.runtime.status import Status
+from hostjob.runtime.verbs.events import Sample, summaries, summarize, summary
 from hostjob.units import human_size, parse_duration
 
 TYPE_CHECKING = False
@@ -95,7 +95,7 @@ def _containers(ids: list[str], root: str) -> list[Container]:
     return [
         c
         for c in Container.load_all(root=root)
-        if c.record is not None and c.status in (Status.RUNNING, Status.PAUSED)
+        if c.record is not None and c.status() in (Status.RUNNING, Status.PAUSED)
     ]
 
 
@@ -111,7 +111,7 @@ def run(args: Args, ctx: Context) -> int:
         return 0
     containers = _containers(ids, ctx.root)
     for container in containers if ids else ():  # one named is stopped: say so
-        if container.status == Status.STOPPED and not container.cgroup().exists():
+        if container.status() == Status.STOPPED and not container.cgroup().exists():
             raise ContainerNotRunning(container.id)
     if args.format == "json" or args.no_stream or not sys.stdout.isatty():
         infos = summaries(containers, interval)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hostjob.cli.args import INT, Command, Option
+from hostjob.daemon.stop import stop
 from hostjob.errors import HostjobError, InvalidArgument
 from hostjob.runtime.container import Container
 
@@ -29,7 +30,7 @@ def run(args: Args, ctx: Context) -> int:
     failed: HostjobError | None = None
     for container_id in [args.container_id, *args.more]:
         try:
-            Container.load(container_id, root=ctx.root).stop(args.time)
+            stop(Container.load(container_id, root=ctx.root), args.time)
         except HostjobError as err:
             failed = failed or err  # the others are still stopped; the first error is told
             continue

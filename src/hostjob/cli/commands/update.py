@@ -49,6 +49,7 @@ def _size(text: str | None, what: str) -> int | None:
 
 
 def run(args: Args, ctx: Context) -> int:
+    container = Container.load(args.container_id, root=ctx.root)
     if args.l3_cache_schema or args.mem_bw_schema:
         raise NotSupported("Intel RDT (--l3-cache-schema, --mem-bw-schema) is not supported")
     values = resources_from_values(
@@ -76,7 +77,7 @@ def run(args: Args, ctx: Context) -> int:
         values = load_resources(args.resources)
     elif not values.to_json():
         raise InvalidArgument("update needs --resources or at least one limit flag")
-    Container.load(args.container_id, root=ctx.root).update(values)
+    container.update(values)
     return 0
 
 

@@ -1,0 +1,2 @@
+"""Starting a container process: the launch plan, the fork, the child's set-up, hooks,
+the terminal."""

@@ -1,0 +1,389 @@
+"""The container process's half of a launch: its set-up from the fork to ``execve``.
+
+This code runs in the forked child (runc's ``runc init``), as root until it switches to
+the target user: it joins the job's cgroup first, so that everything it does is
+accounted, then sets up its session, stdio, terminal, limits, bind mode's mount
+namespace, working directory and identity, finds its program as the target user,
+reports "ready" over a close-on-exec pipe and, for ``create``, blocks on the
+``exec.fifo`` until ``start``. ``ChildSetup`` is everything it needs, decided by the
+runtime before the fork (``hostjob.runtime.launch.spawn``).
+
+Protocol on the report pipe (child -> runtime): ``READY`` when set up, then EOF at
+exec; or ``ERROR`` + the message, and exit.
+"""
+
+from __future__ import annotations
+
+import errno
+import posix
+import resource
+import time
+
+from hostjob import paths, signals
+from hostjob.errors import StartError
+from hostjob.runtime.launch import plan as launch_plan
+from hostjob.runtime.proc import env_dict
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from hostjob.cgroups import Entry
+    from hostjob.job import Hook
+    from hostjob.runtime.launch.plan import LaunchPlan
+
+READY = b"R"
+ERROR = b"E"
+
+
+class ChildSetup:
+    """Everything the child needs, prepared by the runtime before the fork."""
+
+    __slots__ = (
+        "console",
+        "enter_namespace",
+        "entry",
+        "extra_fds",
+        "fifo",
+        "hook_state",
+        "listen_fds",
+        "plan",
+        "release_by_pipe",
+        "start_hooks",
+        "stdio",
+    )
+
+    def __init__(self, plan: LaunchPlan, entry: Entry) -> None:
+        self.plan = plan
+        self.entry = entry
+        self.fifo: str | None = None  # create: block here until start
+        # Or a pipe ``spawn`` makes, whose write end the creating process (``run``)
+        # holds as the start (``Child.release``): no fifo, no record to read. Its EOF
+        # without a byte ends the process.
+        self.release_by_pipe = False
+        self.console: str | int | None = None  # --console-socket path, or a socket fd (run -t)
+        self.extra_fds = 0  # fds 3.. passed through (LISTEN_FDS + --preserve-fds)
+        self.listen_fds = 0  # of which the first N are socket-activation fds
+        self.start_hooks: list[Hook] = []
+        self.hook_state: dict[str, Any] = {}
+        # Bind mode: set up or join the private mount namespace (runs as root, after
+        # the cgroup join and before the identity switch).
+        self.enter_namespace: Callable[[], None] | None = None
+        # run -d IMAGE: stdout and stderr are these FIFOs (their watcher reads them),
+        # stdin is /dev/null (see ``_connect_stdio``).
+        self.stdio: tuple[str, str] | None = None
+
+
+def child_main(setup: ChildSetup, report_fd: int, release_fd: int, in_unified: bool) -> None:
+    # The job first: every later step, and every process the program starts, is in it.
+    setup.entry.join(unified=not in_unified)
+
+    plan = setup.plan
+    keep = {0, 1, 2, report_fd, release_fd, *range(3, 3 + setup.extra_fds)}
+    if isinstance(setup.console, int):
+        keep.add(setup.console)
+    _close_fds_except(keep)
+    if setup.stdio is not None:
+        _connect_stdio(*setup.stdio)
+
+    # Every step names what it did when it fails (runc names the file or setting).
+    try:
+        posix.setsid()
+    except OSError as err:
+        raise StartError(f"cannot start a new session (setsid): {err.strerror}") from err
+    if plan.terminal:
+        if setup.console is None:
+            raise StartError("terminal is true but no console socket was given")
+        from hostjob.runtime.launch import console
+
+        try:
+            console.setup_in_child(setup.console, plan.console_height, plan.console_width)
+        except OSError as err:
+            where = "" if isinstance(setup.console, int) else f" {setup.console}"
+            raise StartError(
+                f"cannot set up the terminal (console socket{where}): {_reason(err)}"
+            ) from err
+    if plan.oom_score_adj is not None:
+        _write_setting(
+            "/proc/self/oom_score_adj", str(plan.oom_score_adj), f"oomScoreAdj {plan.oom_score_adj}"
+        )
+    for number, soft, hard in plan.rlimits:
+        try:
+            resource.setrlimit(number, (soft, hard))
+        except (OSError, ValueError) as err:
+            reason = _reason(err) if isinstance(err, OSError) else str(err)
+            raise StartError(
+                f"cannot set rlimit {_rlimit_name(number)} to soft {_limit(soft)},"
+                f" hard {_limit(hard)}: {reason}"
+            ) from err
+    if setup.enter_namespace is not None:
+        setup.enter_namespace()
+    if plan.create_cwd and not paths.isdir(plan.cwd):
+        _make_cwd(plan.cwd, plan.user.uid, plan.user.gid, plan.mount_point)
+    # The fifo's read end, opened while still root (the state directory is 0700);
+    # non-blocking, so the open itself does not wait for ``start``.
+    fifo_fd = -1
+    if setup.fifo:
+        try:
+            fifo_fd = posix.open(setup.fifo, posix.O_RDONLY | posix.O_NONBLOCK | posix.O_CLOEXEC)
+        except OSError as err:
+            raise StartError(f"cannot open the exec fifo {setup.fifo}: {_reason(err)}") from err
+
+    _switch_identity(plan)
+    if plan.umask is not None:
+        posix.umask(plan.umask)
+    if plan.no_new_privileges:
+        from hostjob import linux
+
+        try:
+            linux.set_no_new_privs()
+        except OSError as err:
+            raise StartError(
+                f"cannot set noNewPrivileges (prctl PR_SET_NO_NEW_PRIVS): {_reason(err)}"
+            ) from err
+    try:
+        posix.chdir(plan.cwd)
+    except OSError as err:
+        raise StartError(f"cannot enter the working directory {plan.cwd}: {err.strerror}") from err
+    program = launch_plan.find_program(plan.args[0], plan.cwd, plan.path_value(), plan.mount_point)
+    env = plan.env
+    if setup.listen_fds:
+        env = [
+            *(e for e in env if not e.startswith(("LISTEN_FDS=", "LISTEN_PID="))),
+            f"LISTEN_FDS={setup.listen_fds}",
+            f"LISTEN_PID={posix.getpid()}",
+        ]
+    for fd in range(3, 3 + setup.extra_fds):
+        try:
+            posix.set_inheritable(fd, True)
+        except OSError as err:
+            raise StartError(
+                f"cannot pass fd {fd} to the process (LISTEN_FDS/--preserve-fds): {_reason(err)}"
+            ) from err
+
+    posix.write(report_fd, READY)
+    if fifo_fd >= 0:
+        _wait_for_start(fifo_fd)
+    elif release_fd >= 0 and not posix.read(release_fd, 1):
+        raise StartError("the runtime went away before it started the container")
+    if setup.start_hooks:
+        from hostjob.runtime.launch.hooks import run_hooks
+
+        state = dict(setup.hook_state, pid=posix.getpid(), status="created")
+        run_hooks("startContainer", setup.start_hooks, state)
+    _reset_signals()
+    try:
+        posix.execve(program, plan.args, env_dict(env))
+    except OSError as err:
+        raise StartError(f'exec: "{plan.args[0]}": {err.strerror}') from err
+
+
+def _connect_stdio(stdout: str, stderr: str) -> None:
+    """A watched container's stdio: stdin /dev/null, stdout and stderr FIFOs of its
+    state directory (root's: opened before the identity switch).
+
+    Opened read-write, so the process itself holds a reader: a write never fails with
+    EPIPE or raises SIGPIPE, whether or not its watcher lives (if nobody reads, a
+    full pipe blocks the writer until a watcher drains it again). The pipe is made as
+    large as the host allows (``fs.pipe-max-size``, 1 MiB by default) to ride out a
+    busy or restarting watcher."""
+    import fcntl
+
+    null = posix.open("/dev/null", posix.O_RDONLY)
+    posix.dup2(null, 0)
+    posix.close(null)
+    for target, path in ((1, stdout), (2, stderr)):
+        try:
+            fd = posix.open(path, posix.O_RDWR | posix.O_NOFOLLOW | posix.O_CLOEXEC)
+        except OSError as err:
+            raise StartError(f"cannot open the container's output {path}: {_reason(err)}") from err
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _pipe_max_size())
+        except OSError:
+            pass  # over the user's pipe-buffer quota: the default 64 KiB does
+        posix.dup2(fd, target)  # dup2 clears close-on-exec on the copy
+        posix.close(fd)
+
+
+def _pipe_max_size() -> int:
+    try:
+        with open("/proc/sys/fs/pipe-max-size", "rb") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 1 << 20
+
+
+def _reset_signals() -> None:
+    """The program starts with every signal at its default and none blocked, as from a
+    shell. An ignored signal survives exec: Python ignores SIGPIPE and SIGXFSZ (a
+    program would see EPIPE where it expects to die), and a watcher ignores SIGTERM
+    and blocks its wake-up signal while it starts (a restarted program would ignore
+    ``stop``); an ignored SIGCHLD would even make the program's children reap
+    themselves."""
+    for number in range(1, signals.NSIG):
+        if number in (signals.SIGKILL, signals.SIGSTOP):
+            continue
+        try:
+            if signals.getsignal(number) == signals.SIG_IGN:
+                signals.signal(number, signals.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # a number the C library keeps for itself
+    signals.pthread_sigmask(signals.SIG_SETMASK, [])
+
+
+def _close_fds_except(keep: set[int]) -> None:
+    for name in posix.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd not in keep:
+            try:
+                posix.close(fd)
+            except OSError:
+                pass  # the listdir's own fd
+
+
+def _write_setting(path: str, value: str, setting: str) -> None:
+    """Write ``value`` to a /proc file; a failure names the file and the setting."""
+    try:
+        fd = posix.open(path, posix.O_WRONLY | posix.O_CLOEXEC)
+        try:
+            posix.write(fd, value.encode())
+        finally:
+            posix.close(fd)
+    except OSError as err:
+        raise StartError(f"cannot write {path} ({setting}): {_reason(err)}") from err
+
+
+def _reason(err: OSError) -> str:
+    return err.strerror or str(err)
+
+
+def _limit(value: int) -> str:
+    return "unlimited" if value == resource.RLIM_INFINITY else str(value)
+
+
+def _make_cwd(path: str, uid: int, gid: int, mount_point: str) -> None:
+    """mkdir -p the working directory (we are still root), owned by the process's user.
+
+    Only inside the image: an existing part of the path that is a symlink leading out
+    of the mount point (``w -> /root`` with cwd ``/w/.ssh``) would otherwise have root
+    make a directory on the host that the container's user then owns. And the
+    container may already run (``exec``) as a user who owns a directory on the way and
+    swaps it for a symlink meanwhile: so each directory is reached from the mount
+    point without following a symlink, made with ``mkdirat`` and given to the user
+    with ``fchown`` on the fd of the directory just made, never by path."""
+    from hostjob import fsutil
+
+    root = paths.realpath(mount_point)
+    # Symlinks of the existing part that stay inside the image are resolved first.
+    try:
+        target = fsutil.canonical(path)
+    except OSError as err:
+        raise StartError(f"cannot create the working directory {path}: {_reason(err)}") from err
+    if not fsutil.under(target, root):
+        raise StartError(
+            f"working directory {path} leads outside the container's root through a symlink"
+        )
+
+    def give(fd: int) -> None:
+        posix.fchown(fd, uid, gid)
+
+    try:
+        anchor = fsutil.open_anchor(root)
+        try:
+            fd = fsutil.make_dirs(anchor, fsutil.parts(target[len(root) :]), 0o700, after=give)
+        finally:
+            posix.close(anchor)
+        posix.close(fd)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise StartError(
+                f"cannot create the working directory {path}: a directory on the way was"
+                " replaced by a symlink or a file (never followed)"
+            ) from err
+        raise StartError(f"cannot create the working directory {path}: {_reason(err)}") from err
+
+
+def _switch_identity(plan: LaunchPlan) -> None:
+    user = plan.user
+    wanted = plan.capabilities
+    if wanted is None:
+        current = (posix.getuid(), posix.getgid(), sorted(posix.getgroups()))
+        if (user.uid, user.gid, sorted(user.groups)) != current:
+            _set_user(user.uid, user.gid, user.groups)
+        return  # no capability sets asked: keep what the user switch leaves
+    from hostjob import linux
+
+    # runc's order: bounding set, keep caps across setuid, switch, then the sets.
+    bounding = wanted[0]
+    try:
+        linux.drop_bounding(c for c in range(_last_cap() + 1) if not bounding & (1 << c))
+    except OSError as err:
+        what = f"cannot drop {err.filename} from the bounding set"
+        raise StartError(f"{what}: {_reason(err)}") from err
+    cap = 0
+    try:
+        step = "keep capabilities across the user switch (prctl PR_SET_KEEPCAPS)"
+        linux.set_keepcaps(True)
+        _set_user(user.uid, user.gid, user.groups)
+        step = "clear PR_SET_KEEPCAPS"
+        linux.set_keepcaps(False)
+        _bounding, effective, permitted, inheritable, ambient = wanted
+        step = (
+            f"set capabilities (capset: effective {effective:#x}, permitted {permitted:#x},"
+            f" inheritable {inheritable:#x})"
+        )
+        linux.capset(effective, permitted, inheritable)
+        # The kernel raises an ambient capability only if it is permitted and inheritable.
+        # runc and crun skip the others (`runc spec` itself asks for ambient capabilities
+        # without inheritable ones), so a config they run runs here too.
+        ambient &= permitted & inheritable
+        step = "raise ambient capability {}"
+        for cap in range(_last_cap() + 1):
+            if ambient & (1 << cap):
+                linux.raise_ambient(cap)
+    except OSError as err:
+        step = step.format(linux.cap_name(cap))
+        raise StartError(f"cannot {step}: {_reason(err)}") from err
+
+
+def _set_user(uid: int, gid: int, groups: list[int]) -> None:
+    try:
+        step = f"set the additional groups {groups}"
+        posix.setgroups(groups)
+        step = f"set gid {gid}"
+        posix.setgid(gid)
+        step = f"set uid {uid}"
+        posix.setuid(uid)
+    except OSError as err:
+        raise StartError(f"cannot {step}: {_reason(err)}") from err
+
+
+def _last_cap() -> int:
+    from hostjob.linux import last_cap
+
+    return last_cap()
+
+
+def _wait_for_start(fifo_fd: int) -> None:
+    """Block until ``start`` writes its byte into the exec fifo."""
+    import select
+
+    poller = select.poll()
+    poller.register(fifo_fd, select.POLLIN)
+    while True:
+        poller.poll()
+        if posix.read(fifo_fd, 1):
+            break
+        # A writer left without writing (a start killed mid-way): wait for the next.
+        time.sleep(0.01)
+    # fifo_fd stays open (close-on-exec): ``start`` waits for it to close at exec.
+
+
+def _rlimit_name(number: int) -> str:
+    from hostjob.config import RLIMIT_NAMES
+
+    for name in RLIMIT_NAMES:
+        if hasattr(resource, name) and launch_plan.rlimit_number(name) == number:
+            return name
+    return str(number)

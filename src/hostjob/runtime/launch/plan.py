@@ -1,0 +1,310 @@
+"""The job-container rules for a process (README, "What a job container's process
+sees"): user, environment, sandbox mount point substitution, PATH, working directory and
+program.
+
+Everything but the program is decided here, in the runtime, before the fork;
+the program is looked up by the child after it has become the target user
+(``find_program``), so that permissions are the user's own.
+"""
+
+from __future__ import annotations
+
+import grp
+import posix
+import pwd
+
+from hostjob import paths
+from hostjob.env import environ_copy
+from hostjob.errors import ConfigError, StartError
+from hostjob.linux import cap_mask
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hostjob.job import JobConfig, ProcessConfig
+
+SANDBOX_VAR = "CONTAINER_SANDBOX_MOUNT_POINT"
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_IDENT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+class Credentials:
+    __slots__ = ("gid", "groups", "home", "name", "shell", "uid")
+
+    def __init__(
+        self, uid: int, gid: int, groups: list[int], home: str, name: str | None, shell: str | None
+    ) -> None:
+        self.uid = uid
+        self.gid = gid
+        self.groups = groups
+        self.home = home
+        self.name = name
+        self.shell = shell
+
+
+class LaunchPlan:
+    """A process ready to be started: the child executes this, step by step."""
+
+    __slots__ = (
+        "args",
+        "capabilities",
+        "console_height",
+        "console_width",
+        "create_cwd",
+        "cwd",
+        "env",
+        "mount_point",
+        "no_new_privileges",
+        "oom_score_adj",
+        "rlimits",
+        "terminal",
+        "umask",
+        "user",
+    )
+
+    def __init__(self) -> None:
+        self.args: list[str] = []
+        self.env: list[str] = []
+        self.cwd = "/"
+        self.create_cwd = False
+        self.mount_point = "/"
+        self.user = Credentials(0, 0, [], "/", None, None)
+        self.umask: int | None = None
+        self.rlimits: list[tuple[int, int, int]] = []
+        self.no_new_privileges = False
+        # (bounding, effective, permitted, inheritable, ambient) masks, or None to keep
+        self.capabilities: tuple[int, int, int, int, int] | None = None
+        self.oom_score_adj: int | None = None
+        self.terminal = False
+        self.console_height: int | None = None
+        self.console_width: int | None = None
+
+    def path_value(self) -> str:
+        for entry in self.env:
+            if entry.startswith("PATH="):
+                return entry[5:]
+        return DEFAULT_PATH
+
+
+def substitute(text: str, mount_point: str) -> str:
+    """Replace the four spellings of the sandbox variable by the mount point."""
+    if SANDBOX_VAR not in text:
+        return text
+    value = mount_point.rstrip("/")
+    for form in ("${" + SANDBOX_VAR + "}", "%" + SANDBOX_VAR + "%", "$env:" + SANDBOX_VAR):
+        text = text.replace(form, value)
+    # The bare $NAME form only when the name ends there ($NAMEX is another variable).
+    bare = "$" + SANDBOX_VAR
+    out = []
+    start = 0
+    while True:
+        found = text.find(bare, start)
+        if found < 0:
+            out.append(text[start:])
+            break
+        end = found + len(bare)
+        out.append(text[start:found])
+        out.append(value if end == len(text) or text[end] not in _IDENT else bare)
+        start = end
+    return "".join(out)
+
+
+def overflow_uid() -> int:
+    try:
+        with open("/proc/sys/kernel/overflowuid") as f:
+            return int(f.read())
+    except OSError:
+        return 65534
+
+
+def resolve_user(proc: ProcessConfig, inherit: bool) -> Credentials:
+    if inherit:
+        uid = posix.getuid()
+        entry = _passwd(uid)
+        return Credentials(
+            uid,
+            posix.getgid(),
+            posix.getgroups(),
+            entry.pw_dir if entry else "/",
+            entry.pw_name if entry else None,
+            entry.pw_shell if entry else None,
+        )
+    extra = list(proc.additional_gids or [])
+    if proc.username and proc.uid is None:
+        return _from_username(proc.username, proc.gid, extra)
+    uid = proc.uid or 0
+    gid = proc.gid or 0
+    entry = _passwd(uid)
+    home = entry.pw_dir if entry else "/"
+    return Credentials(
+        uid, gid, extra, home, entry.pw_name if entry else None, entry.pw_shell if entry else None
+    )
+
+
+def _passwd(uid: int) -> pwd.struct_passwd | None:
+    try:
+        return pwd.getpwuid(uid)
+    except KeyError:
+        return None
+
+
+def _from_username(name: str, gid: int | None, extra: list[int]) -> Credentials:
+    try:
+        bad = "\0" in name or not paths.fsencode(name)
+    except UnicodeError:
+        bad = True
+    if bad:  # the passwd lookups would raise ValueError
+        raise ConfigError(f"user {name!r} is not a valid name", "process.user.username")
+    user, _, group = name.partition(":")
+    if user.isdigit():
+        uid = int(user)
+        entry = _passwd(uid)
+        gid_value = int(group) if group.isdigit() else (entry.pw_gid if entry else 0)
+        home = entry.pw_dir if entry else "/"
+        return Credentials(uid, gid_value, extra, home, entry.pw_name if entry else None, None)
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        entry = None
+    if entry is not None:
+        primary = gid if gid is not None else entry.pw_gid
+        groups = sorted(set(posix.getgrouplist(entry.pw_name, primary)) | set(extra))
+        return Credentials(
+            entry.pw_uid, primary, groups, entry.pw_dir, entry.pw_name, entry.pw_shell
+        )
+    # A group name: an unprivileged identity in that group, no account created.
+    try:
+        group_entry = grp.getgrnam(user)
+    except KeyError as err:
+        raise ConfigError(
+            f"user {user!r} is neither a user nor a group on this host", "process.user.username"
+        ) from err
+    uid = overflow_uid()
+    return Credentials(uid, group_entry.gr_gid, [group_entry.gr_gid, *extra], "/", None, None)
+
+
+def build_env(
+    proc: ProcessConfig, creds: Credentials, mount_point: str, inherit: bool
+) -> list[str]:
+    env: dict[str, str] = {}
+    if inherit:
+        env.update(environ_copy())
+    else:
+        env["HOME"] = creds.home
+        if creds.name:
+            env["USER"] = creds.name
+            env["LOGNAME"] = creds.name
+        if creds.shell:
+            env["SHELL"] = creds.shell
+        env["PATH"] = DEFAULT_PATH
+    for entry in proc.env:
+        key, _, value = entry.partition("=")
+        env.pop(key, None)  # last wins, and moves to where it was set
+        env[key] = substitute(value, mount_point)
+    env.pop(SANDBOX_VAR, None)
+    path = env.get("PATH", DEFAULT_PATH)
+    env["PATH"] = extend_path(path, mount_point)
+    env[SANDBOX_VAR] = mount_point.rstrip("/") or "/"
+    return [f"{k}={v}" for k, v in env.items()]
+
+
+def extend_path(path: str, mount_point: str) -> str:
+    """Host entries first, then the mount point and its copy of each entry."""
+    entries = [e for e in path.split(":") if e]
+    copies = [paths.join(mount_point, e.lstrip("/")) for e in entries if e.startswith("/")]
+    return ":".join([*entries, mount_point, *copies])
+
+
+def working_dir(cwd: str | None, mount_point: str, mode: str) -> tuple[str, bool]:
+    """(directory, create it if missing)."""
+    if not cwd:
+        return mount_point, mode == "host"
+    cwd = paths.normpath(substitute(cwd, mount_point))
+    if mode == "bind":
+        return cwd, False
+    root = mount_point.rstrip("/")
+    if cwd == root or cwd.startswith(root + "/"):
+        return cwd, True
+    return paths.normpath(paths.join(mount_point, cwd.lstrip("/"))), True
+
+
+def plan(job: JobConfig, proc: ProcessConfig) -> LaunchPlan:
+    """The launch plan of ``proc``, a process of the job container ``job``."""
+    mount_point = job.mount_point
+    creds = resolve_user(proc, job.inherit_user)
+    result = LaunchPlan()
+    result.mount_point = mount_point
+    result.user = creds
+    result.env = build_env(proc, creds, mount_point, job.inherit_user)
+    result.args = [substitute(a, mount_point) for a in proc.args]
+    result.cwd, result.create_cwd = working_dir(proc.cwd, mount_point, job.mount_mode)
+    result.umask = proc.umask
+    result.rlimits = [
+        (rlimit_number(r.type), rlimit_value(r.soft), rlimit_value(r.hard)) for r in proc.rlimits
+    ]
+    result.no_new_privileges = proc.no_new_privileges
+    if proc.capabilities is not None and not job.inherit_user:
+        sets = proc.capabilities
+        result.capabilities = (
+            cap_mask(sets.get("bounding", [])),
+            cap_mask(sets.get("effective", [])),
+            cap_mask(sets.get("permitted", [])),
+            cap_mask(sets.get("inheritable", [])),
+            cap_mask(sets.get("ambient", [])),
+        )
+    result.oom_score_adj = proc.oom_score_adj
+    result.terminal = proc.terminal
+    result.console_height = proc.console_height
+    result.console_width = proc.console_width
+    return result
+
+
+RLIM_INFINITY_U64 = 2**64 - 1
+
+
+def rlimit_value(value: int) -> int:
+    """runtime-spec's uint64 max is RLIM_INFINITY."""
+    import resource
+
+    return resource.RLIM_INFINITY if value >= RLIM_INFINITY_U64 else value
+
+
+def rlimit_number(name: str) -> int:
+    """RLIMIT_NOFILE -> its number on this platform (the resource module's)."""
+    import resource
+
+    number: int = getattr(resource, name)
+    return number
+
+
+def find_program(arg0: str, cwd: str, path_value: str, mount_point: str) -> str:
+    """The program ``args[0]`` names: a path with a slash as it says (relative to the
+    working directory; an absolute one on the host, else in the image), a bare name
+    along ``PATH``. Raises StartError with runc's messages."""
+    if "/" in arg0:
+        if not paths.isabs(arg0):
+            candidate = paths.join(cwd, arg0)
+        elif paths.lexists(arg0):
+            candidate = arg0
+        else:
+            inside = paths.join(mount_point, arg0.lstrip("/"))
+            candidate = inside if paths.lexists(inside) else arg0
+        _check_executable(arg0, candidate)
+        return candidate
+    for entry in path_value.split(":"):
+        candidate = paths.join(entry or ".", arg0)
+        if paths.isfile(candidate) and posix.access(candidate, posix.X_OK):
+            return candidate
+    raise StartError(f'exec: "{arg0}": executable file not found in $PATH')
+
+
+def _check_executable(arg0: str, candidate: str) -> None:
+    try:
+        st = posix.stat(candidate)
+    except OSError as err:
+        raise StartError(
+            f'exec: "{arg0}": stat {candidate}: {(err.strerror or str(err)).lower()}'
+        ) from err
+    if paths.isdir(candidate):
+        raise StartError(f'exec: "{arg0}": is a directory')
+    if not (st.st_mode & 0o111) or not posix.access(candidate, posix.X_OK):
+        raise StartError(f'exec: "{arg0}": permission denied')

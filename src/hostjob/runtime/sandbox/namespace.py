@@ -1,0 +1,247 @@
+"""Bind mode, the child's side: the private mount namespace, built by the init.
+
+The init (in the child, as root, before it drops privileges) unshares its mount
+namespace, makes ``/`` ``rslave`` (host mounts still arrive), binds the rootfs at the
+mount point and each volume at its real destination, each reached from ``/`` without
+following a symlink; a volume under ``/dev`` whose target the host lacks gets the job a
+private ``/dev``. Every exec joins that namespace (``hostjob.runtime.sandbox.join``).
+"""
+
+from __future__ import annotations
+
+import posix
+
+from hostjob import fsutil, paths
+from hostjob.errors import MountError
+from hostjob.runtime.sandbox.steps import (
+    canonical,
+    kept_flags,
+    make_like,
+    open_target,
+    remount,
+    system_tree,
+    walk_error,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from hostjob.job import JobConfig
+
+
+class _Target:
+    """One mount of the private namespace, as decided before the fork."""
+
+    __slots__ = ("asked", "in_private_dev", "propagation", "readonly", "source", "target")
+
+    def __init__(
+        self, asked: str, target: str, source: str, readonly: bool, propagation: str | None
+    ) -> None:
+        self.asked = asked  # as the config says it (for messages)
+        self.target = target  # canonical
+        self.source = source
+        self.readonly = readonly
+        self.propagation = propagation  # hostjob.job.PRIVATE/SLAVE/SHARED; None: as bound
+        self.in_private_dev = False  # made in the job's own /dev, not the host's
+
+
+def enter_bind_namespace(job: JobConfig) -> Callable[[], None]:
+    """For the init (in the child, as root): build the private mount namespace.
+
+    Each target is reached from ``/`` without following a symlink, along the path
+    ``prepare_bind`` made (canonical), and mounted on through its fd: a volume below
+    the mount point lands in the image's own directory, never where an image's
+    symlink (``data -> /etc``) would take it.
+
+    * Propagation, per volume: ``rprivate`` (the default) neither receives host mounts
+      nor passes the job's on; ``rslave`` receives the host's; ``rshared`` also passes
+      the job's mounts under it to the host (Kubernetes' Bidirectional: a CSI node
+      plugin's mounts). An ``rshared`` volume is a clone of the source's mount taken
+      before the namespace is made (``open_tree``): the clone of a shared mount joins
+      its peer group, whereas the namespace's own copy is a slave once ``/`` is made
+      ``rslave``.
+    * A volume under ``/dev`` whose target the host lacks (the kubelet's
+      ``/dev/termination-log``) gets the job a private ``/dev`` (``_private_dev``) in
+      which its target is made: nothing is ever written to the host's ``/dev``.
+    """
+    from hostjob.job import SHARED
+
+    targets = [_Target(job.mount_point, "", job.rootfs, job.readonly, None)]
+    targets += [
+        _Target(v.destination, "", v.source, v.readonly, v.propagation) for v in job.volumes
+    ]
+    for t in targets:
+        t.target = canonical(t.asked, f"mount target {t.asked}")
+    private_dev = False
+    for t in targets:
+        if system_tree(t.target) == "/dev" and not paths.lexists(t.target):
+            t.in_private_dev = private_dev = True
+
+    def enter() -> None:
+        from hostjob import linux
+
+        # Clones of the rshared volumes' mounts, before the namespace exists.
+        clones: dict[int, int] = {}
+        try:
+            for i, t in enumerate(targets):
+                if t.propagation == SHARED:
+                    clones[i] = _clone_tree(t.source, f"cannot bind {t.source} at {t.asked}")
+            try:
+                linux.unshare(linux.CLONE_NEWNS)
+            except OSError as err:
+                raise MountError(
+                    f"cannot make the private mount namespace (unshare CLONE_NEWNS): {err.strerror}"
+                ) from err
+            # Host mounts keep arriving; ours never leave (but through rshared volumes).
+            try:
+                linux.mount(None, "/", None, linux.MS_REC | linux.MS_SLAVE)
+            except OSError as err:
+                raise MountError(
+                    f"cannot make / rslave in the private mount namespace: {err.strerror}"
+                ) from err
+            if private_dev:
+                _private_dev()
+            for i, t in enumerate(targets):
+                _mount_target(t, clones.get(i))
+        finally:
+            for fd in clones.values():
+                posix.close(fd)
+
+    return enter
+
+
+def _clone_tree(path: str, what: str) -> int:
+    """A detached recursive copy of the mount at ``path`` (``open_tree``)."""
+    from hostjob import linux
+
+    flags = linux.OPEN_TREE_CLONE | linux.AT_RECURSIVE | linux.OPEN_TREE_CLOEXEC
+    try:
+        return linux.open_tree(linux.AT_FDCWD, path, flags)
+    except OSError as err:
+        raise MountError(f"{what} (open_tree): {err.strerror}") from err
+
+
+def _mount_target(t: _Target, clone: int | None) -> None:
+    from hostjob import linux
+    from hostjob.job import PRIVATE, SLAVE
+
+    what = f"cannot bind {t.source} at {t.asked}"
+    fd = _make_dev_target(t) if t.in_private_dev else open_target(t.target, t.asked, t.source)
+    try:
+        if clone is not None:
+            flags = linux.MOVE_MOUNT_F_EMPTY_PATH | linux.MOVE_MOUNT_T_EMPTY_PATH
+            linux.move_mount(clone, "", fd, "", flags)
+        else:
+            linux.mount(t.source, f"/proc/self/fd/{fd}", None, linux.MS_BIND | linux.MS_REC)
+    except OSError as err:
+        raise MountError(f"{what}: {err.strerror}") from err
+    finally:
+        posix.close(fd)
+    change = {PRIVATE: linux.MS_PRIVATE, SLAVE: linux.MS_SLAVE}.get(t.propagation or "")
+    if not change and not t.readonly:
+        return
+    # The fd above is the directory under the new mount: reach the mount anew.
+    fd = open_target(t.target, t.asked, t.source)
+    try:
+        if change:
+            try:
+                linux.mount(None, f"/proc/self/fd/{fd}", None, linux.MS_REC | change)
+            except OSError as err:
+                raise MountError(f"cannot make {t.asked} {t.propagation}: {err.strerror}") from err
+        if t.readonly:
+            try:
+                remount(fd, linux.MS_RDONLY)
+            except OSError as err:
+                raise MountError(f"cannot make {t.asked} read-only: {err.strerror}") from err
+    finally:
+        posix.close(fd)
+
+
+# The job's private /dev: an overlay whose lower layer is the host's /dev (device nodes
+# work, and are the host's) and whose upper layer is a tmpfs of the namespace's own,
+# attached nowhere (what the job makes in /dev stays there and goes with the namespace).
+# The size is runc's for a container's /dev.
+_DEV_UPPER_OPTIONS = (("mode", "0755"), ("size", "64m"))
+
+
+def _private_dev() -> None:
+    """Cover ``/dev`` in the job's mount namespace with an overlay of the host's ``/dev``
+    and a private tmpfs, the host's ``/dev`` sub-mounts (``pts``, ``shm``, ``mqueue``,
+    ``hugepages``) bound again on it.
+
+    Overlayfs leaves changes to a lower layer made after the mount undefined: a device
+    node the host creates later (a disk attached by a CSI plugin) may stay invisible.
+    So only a volume that needs it gets one (docs/operators.md: the opt-outs)."""
+    from hostjob import linux, mountinfo
+
+    what = "cannot make the job's private /dev (needed by a volume under /dev that the host lacks)"
+    points = sorted({m.point for m in mountinfo.read() if m.point.startswith("/dev/")})
+    tops = [p for p in points if not any(q != p and fsutil.under(p, q) for q in points)]
+    clones: list[tuple[str, int]] = []
+    try:
+        for point in tops:
+            clones.append((point, _clone_tree(point, what)))
+        try:
+            context = linux.fsopen("tmpfs")
+        except OSError as err:
+            raise MountError(f"{what} (fsopen tmpfs): {err.strerror}") from err
+        try:
+            for key, value in _DEV_UPPER_OPTIONS:
+                linux.fsconfig(context, linux.FSCONFIG_SET_STRING, key, value)
+            linux.fsconfig(context, linux.FSCONFIG_CMD_CREATE)
+            upper = linux.fsmount(context)
+        except OSError as err:
+            raise MountError(f"{what} (tmpfs): {err.strerror}") from err
+        finally:
+            posix.close(context)
+        try:
+            posix.mkdir("upper", 0o755, dir_fd=upper)
+            posix.mkdir("work", 0o755, dir_fd=upper)
+            flags = kept_flags(posix.statvfs("/dev").f_flag)
+            layers = f"lowerdir=/dev,upperdir=/proc/self/fd/{upper}/upper"
+            layers += f",workdir=/proc/self/fd/{upper}/work"
+            linux.mount("overlay", "/dev", "overlay", flags, layers)
+        except OSError as err:
+            raise MountError(f"{what} (overlay): {err.strerror}") from err
+        finally:
+            posix.close(upper)  # the overlay keeps its own reference to the layer
+        for point, clone in clones:
+            fd = open_target(point, point, point)
+            try:
+                flags = linux.MOVE_MOUNT_F_EMPTY_PATH | linux.MOVE_MOUNT_T_EMPTY_PATH
+                linux.move_mount(clone, "", fd, "", flags)
+            except OSError as err:
+                raise MountError(f"{what} (binding {point} again): {err.strerror}") from err
+            finally:
+                posix.close(fd)
+    finally:
+        for _point, clone in clones:
+            posix.close(clone)
+
+
+def _make_dev_target(t: _Target) -> int:
+    """The target of a volume in the job's private ``/dev``, made there (never on the
+    host) as a file or a directory like its source, with its missing parents; its
+    O_PATH fd."""
+    names = fsutil.parts(t.target)
+    what = f"cannot bind {t.source} at {t.asked}"
+    try:
+        root = fsutil.open_anchor("/")
+        try:
+            parent = fsutil.make_dirs(root, names[:-1], 0o755)
+        finally:
+            posix.close(root)
+    except OSError as err:
+        raise walk_error(what, paths.dirname(t.target), err) from err
+    try:
+        name = names[-1]
+        try:
+            make_like(t.source, name, parent)
+        except FileExistsError:
+            pass  # the host made it meanwhile: it shows through the overlay
+        except OSError as err:
+            raise MountError(f"{what}: {err.strerror}") from err
+    finally:
+        posix.close(parent)
+    return open_target(t.target, t.asked, t.source)

@@ -1,0 +1,162 @@
+"""The fd-relative steps both mount modes are made of.
+
+The rootfs, the writable layer and often a mount point's parents are trees that a
+container's processes (any user, racing the runtime) or other local users can
+write. So every path is taken in canonical form (``canonical``), every creation
+walks it from ``/`` one component at a time without following a symlink
+(``make_parent``, ``hostjob.fsutil``), mounts go through the fd of the directory so
+reached (``/proc/self/fd/N``: ``open_target``, ``remount``), and a path whose
+component was swapped for a symlink fails with ``walk_error``'s message, never
+followed.
+"""
+
+from __future__ import annotations
+
+import errno
+import posix
+import stat
+
+from hostjob import fsutil, paths
+from hostjob.errors import MountError
+from hostjob.runtime.sandbox.undo import REMOVE
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hostjob.runtime.sandbox.provider import Recorder
+
+
+def kept_flags(current: int) -> int:
+    """The ``MS_*`` flags that a bind remount must repeat to keep what a mount's
+    ``statvfs`` flags (``current``) show of nosuid, nodev and noexec. A remount with
+    MS_BIND replaces all of them: without these, making an image's nosuid,nodev rootfs
+    read-only would make its setuid files work again (runc keeps them the same way)."""
+    from hostjob import linux
+
+    flags = 0
+    for st_flag, ms_flag in (
+        (posix.ST_NOSUID, linux.MS_NOSUID),
+        (posix.ST_NODEV, linux.MS_NODEV),
+        (posix.ST_NOEXEC, linux.MS_NOEXEC),
+    ):
+        if current & st_flag:
+            flags |= ms_flag
+    return flags
+
+
+def remount(fd: int, flags: int) -> None:
+    """Add per-mount ``flags`` (MS_RDONLY, MS_NOSUID, ...) to the bind mount whose root
+    ``fd`` is (reached without symlinks), keeping its nosuid, nodev and noexec."""
+    from hostjob import linux
+
+    flags |= kept_flags(posix.fstatvfs(fd).f_flag)
+    linux.mount(None, f"/proc/self/fd/{fd}", None, linux.MS_BIND | linux.MS_REMOUNT | flags)
+
+
+def mount_id_at(path: str, what: str) -> int:
+    """The id of the mount ``path`` (canonical) lies on, reached without symlinks."""
+    try:
+        fd = fsutil.walk_path(path)
+    except OSError as err:
+        raise walk_error(what, path, err) from err
+    try:
+        return fsutil.mount_id(fd)
+    finally:
+        posix.close(fd)
+
+
+def remount_path(target: str, asked: str, flags: int) -> None:
+    """``remount`` of the mount at ``target`` (canonical), reached without symlinks."""
+    try:
+        fd = fsutil.walk_path(target)
+    except OSError as err:
+        raise walk_error(f"mount point {asked}", target, err) from err
+    try:
+        remount(fd, flags)
+    except OSError as err:
+        raise MountError(f"cannot remount {asked}: {err.strerror}") from err
+    finally:
+        posix.close(fd)
+
+
+def make_parent(path: str, what: str, record: Recorder) -> tuple[int, str]:
+    """mkdir -p the parent of ``path`` (canonical), fd-relative from ``/``, recording
+    each directory before it is made; returns the parent's fd and the last name."""
+    names = fsutil.parts(path)
+    if not names:
+        raise MountError(f"{what}: / cannot be used")
+    parents = names[:-1]
+
+    def made(i: int) -> None:
+        record([REMOVE, "/" + "/".join(parents[: i + 1])])
+
+    root = fsutil.open_anchor("/")
+    try:
+        return fsutil.make_dirs(root, parents, 0o755, before=made), names[-1]
+    except OSError as err:
+        raise walk_error(what, paths.dirname(path), err) from err
+    finally:
+        posix.close(root)
+
+
+def open_dir(parent_fd: int, name: str, what: str) -> int:
+    try:
+        return posix.open(name, fsutil.DIR_FLAGS, dir_fd=parent_fd)
+    except OSError as err:
+        raise walk_error(what, name, err) from err
+
+
+def canonical(path: str, what: str) -> str:
+    try:
+        return fsutil.canonical(path)
+    except OSError as err:
+        raise MountError(f"{what}: {err.strerror} (a symlink on its path keeps changing)") from err
+
+
+def walk_error(what: str, path: str, err: OSError) -> MountError:
+    if err.errno in (errno.ELOOP, errno.ENOTDIR):
+        return MountError(
+            f"{what}: {path} cannot be reached without following a symlink (a directory"
+            " on the way was replaced by a symlink or a file)"
+        )
+    return MountError(f"{what}: {path}: {err.strerror}")
+
+
+def make_like(source: str, name: str, dir_fd: int) -> None:
+    """A mount target like its source at ``name`` in ``dir_fd``: a directory, else an empty
+    file; never through what lies there (O_EXCL: FileExistsError)."""
+    if paths.isdir(source):
+        posix.mkdir(name, 0o755, dir_fd=dir_fd)
+    else:
+        flags = posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL | posix.O_NOFOLLOW | posix.O_CLOEXEC
+        posix.close(posix.open(name, flags, 0o644, dir_fd=dir_fd))
+
+
+def open_target(target: str, asked: str, source: str) -> int:
+    """An O_PATH fd of a mount target (a directory or a file, never a symlink)."""
+    parent, name = paths.split(target)
+    what = f"cannot bind {source} at {asked}"
+    try:
+        parent_fd = fsutil.walk_path(parent)
+    except OSError as err:
+        raise walk_error(what, parent, err) from err
+    try:
+        fd = posix.open(name, posix.O_PATH | posix.O_NOFOLLOW | posix.O_CLOEXEC, dir_fd=parent_fd)
+    except OSError as err:
+        raise MountError(f"{what}: {err.strerror}") from err
+    finally:
+        posix.close(parent_fd)
+    if stat.S_ISLNK(posix.fstat(fd).st_mode):
+        posix.close(fd)
+        raise MountError(f"{what}: {target} is a symlink")
+    return fd
+
+
+def system_tree(target: str) -> str | None:
+    """``/dev``, ``/proc`` or ``/sys`` when ``target`` (canonical) lies strictly below it."""
+    for tree in SYSTEM_TREES:
+        if target.startswith(tree + "/"):
+            return tree
+    return None
+
+
+SYSTEM_TREES = ("/dev", "/proc", "/sys")

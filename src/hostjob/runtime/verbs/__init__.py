@@ -1,0 +1,2 @@
+"""The runtime verbs with work of their own, one a module: create, delete, exec, run,
+restart, events, ps."""

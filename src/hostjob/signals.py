@@ -1,0 +1,73 @@
+"""Signals by number and by name, without the ``signal`` module's enums.
+
+``signal`` wraps every number and handler in an IntEnum, and its ``enum`` import costs
+~3 ms of a command. This module is ``_signal``, the C module underneath it: the same
+functions (``signal``, ``pidfd_send_signal``, ``pthread_sigmask``...) and numbers
+(``SIGKILL``), as plain ints. ``parse_signal`` reads ``9``, ``KILL``, ``SIGKILL`` and
+``SIGRTMIN+3``; ``signal_name`` gives the name back.
+"""
+
+from __future__ import annotations
+
+from hostjob.errors import InvalidArgument
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the type checker reads signal's stubs
+    import signal as _c
+    from signal import *  # noqa: F403
+else:
+    import _signal as _c
+
+    def __getattr__(name: str) -> object:
+        # ``signals.SIGKILL``, ``signals.pidfd_send_signal``: looked up in the C module the
+        # first time a name is asked for, then kept here (copying all of its ~80 names
+        # when this module loads would cost every command that loads it)
+        value = getattr(_c, name)
+        globals()[name] = value
+        return value
+
+
+def parse_signal(text: str | int) -> int:
+    if isinstance(text, int):
+        number = text
+    elif text.isdigit():
+        number = int(text)
+    else:
+        name = text.upper()
+        if not name.startswith("SIG"):
+            name = "SIG" + name
+        named = _named(name)
+        if named is None:
+            raise InvalidArgument(f"unknown signal {text!r}")
+        number = named
+    if not 0 < number <= _c.SIGRTMAX:
+        raise InvalidArgument(f"invalid signal number {number}")
+    return number
+
+
+def _named(name: str) -> int | None:
+    for base, sign in (("SIGRTMIN", 1), ("SIGRTMAX", -1)):
+        if name == base:
+            return int(getattr(_c, base))
+        if name.startswith(base + ("+" if sign > 0 else "-")):
+            offset = name[len(base) + 1 :]
+            if offset.isdigit():
+                return int(getattr(_c, base)) + sign * int(offset)
+            return None
+    if name.startswith("SIG_"):
+        return None
+    value = getattr(_c, name, None)
+    return int(value) if isinstance(value, int) else None
+
+
+def signal_name(number: int) -> str:
+    """``SIGKILL`` for 9, ``SIGRTMIN+3``; the number itself when it names no signal."""
+    rtmin, rtmax = int(_c.SIGRTMIN), int(_c.SIGRTMAX)
+    if rtmin <= number <= rtmax:
+        return "SIGRTMIN" if number == rtmin else f"SIGRTMIN+{number - rtmin}"
+    # dir() is sorted: the usual name comes before its alias (SIGABRT/SIGIOT, SIGCHLD/SIGCLD).
+    for name in dir(_c):
+        usual = name.startswith("SIG") and not name.startswith(("SIG_", "SIGRT"))
+        if usual and getattr(_c, name) == number:
+            return name
+    return str(number)
