@@ -19,6 +19,7 @@ import sys
 from hostjob import log, signals
 from hostjob.daemon.watcher import HANDLED, run_loop
 from hostjob.errors import HostjobError
+from hostjob.runtime import proc
 from hostjob.runtime.container import Container
 from hostjob.runtime.record import STDERR_FIFO, STDOUT_FIFO, WATCHER_LOCK, StateStore
 
@@ -141,7 +142,7 @@ def _fork_watcher(
                 os.close(write_fd)
                 _watcher_process(work, inner_write, keep_fds, root, container_id)
             os.close(inner_write)
-            report = _read_all(inner_read)
+            report = proc.read_all(inner_read)
             if not report:
                 report = b"D%d" % os.waitpid(watcher, 0)[1]
             os.write(write_fd, report)
@@ -150,7 +151,7 @@ def _fork_watcher(
     os.close(write_fd)
     os.waitpid(pid, 0)
     try:
-        report = _read_all(read_fd)
+        report = proc.read_all(read_fd)
     finally:
         os.close(read_fd)
     if report == b"OK":
@@ -192,14 +193,7 @@ def _detach(report_fd: int, keep_fds: range | tuple[()]) -> None:
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
-    keep = {0, 1, 2, report_fd, *keep_fds}
-    for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        if fd not in keep:
-            try:
-                os.close(fd)
-            except OSError:
-                pass  # the listdir's own fd
+    proc.close_fds_except({0, 1, 2, report_fd, *keep_fds})
     os.chdir("/")
 
 
@@ -262,12 +256,3 @@ def _error_from(report: bytes) -> HostjobError:
     HostjobError.__init__(err, message)
     err.exit_code = int(code) if code.isdigit() else 1
     return err
-
-
-def _read_all(fd: int) -> bytes:
-    chunks: list[bytes] = []
-    while True:
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)

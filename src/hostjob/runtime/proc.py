@@ -16,10 +16,12 @@ import select
 import time
 
 __all__ = [
+    "close_fds_except",
     "env_dict",
     "exit_code",
     "is_alive",
     "open_pidfd",
+    "read_all",
     "signal_process",
     "start_time",
     "stat_fields",
@@ -95,6 +97,26 @@ def wait_pidfd(fd: int, timeout: float | None) -> bool:
             return True
         if deadline is not None and time.monotonic() >= deadline:
             return False
+
+
+def read_all(fd: int) -> bytes:
+    """Everything ``fd`` (a pipe) gives until its end of file."""
+    chunks: list[bytes] = []
+    while chunk := posix.read(fd, 65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def close_fds_except(keep: set[int] | frozenset[int]) -> None:
+    """Close every fd of this process but ``keep`` (a process about to become someone
+    else's: a container's init, a watcher), whatever the fds' close-on-exec flags."""
+    for name in posix.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd not in keep:
+            try:
+                posix.close(fd)
+            except OSError:
+                pass  # the listdir's own fd
 
 
 def env_dict(env: list[str]) -> dict[str, str]:

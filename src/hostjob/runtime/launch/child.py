@@ -22,7 +22,7 @@ import time
 from hostjob import paths, signals
 from hostjob.errors import StartError
 from hostjob.runtime.launch import plan as launch_plan
-from hostjob.runtime.proc import env_dict
+from hostjob.runtime.proc import close_fds_except, env_dict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def child_main(setup: ChildSetup, report_fd: int, release_fd: int, in_unified: b
     keep = {0, 1, 2, report_fd, release_fd, *range(3, 3 + setup.extra_fds)}
     if isinstance(setup.console, int):
         keep.add(setup.console)
-    _close_fds_except(keep)
+    close_fds_except(keep)
     if setup.stdio is not None:
         _connect_stdio(*setup.stdio)
 
@@ -230,16 +230,6 @@ def _reset_signals() -> None:
         except (OSError, ValueError):
             pass  # a number the C library keeps for itself
     signals.pthread_sigmask(signals.SIG_SETMASK, [])
-
-
-def _close_fds_except(keep: set[int]) -> None:
-    for name in posix.listdir("/proc/self/fd"):
-        fd = int(name)
-        if fd not in keep:
-            try:
-                posix.close(fd)
-            except OSError:
-                pass  # the listdir's own fd
 
 
 def _write_setting(path: str, value: str, setting: str) -> None:

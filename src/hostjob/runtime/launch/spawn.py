@@ -26,7 +26,7 @@ from hostjob import signals
 from hostjob.env import getenv
 from hostjob.errors import HostjobError, StartError
 from hostjob.runtime.launch.child import ERROR, READY, ChildSetup, child_main
-from hostjob.runtime.proc import exit_code
+from hostjob.runtime.proc import exit_code, read_all
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ class Child:
         if self.report_fd < 0:
             return
         try:
-            message = _read_all(self.report_fd)
+            message = read_all(self.report_fd)
         finally:
             self.close()
         if message.startswith(ERROR):
@@ -105,10 +105,10 @@ def spawn(setup: ChildSetup, after_fork: Callable[[int], None] | None = None) ->
             posix.kill(pid, signals.SIGKILL)
             posix.waitpid(pid, 0)
             raise
-    first = _read_exact(report_r, 1)
+    first = posix.read(report_r, 1)  # READY, ERROR, or nothing: the child died
     if first == READY:
         return Child(pid, report_r, release_w)
-    message = first + _read_all(report_r)
+    message = first + read_all(report_r)
     posix.close(report_r)
     if release_w >= 0:
         posix.close(release_w)
@@ -160,25 +160,6 @@ def _single_threaded() -> bool:
         return stat[stat.rindex(b")") + 2 :].split()[17] == b"1"
     except (OSError, ValueError, IndexError):
         return False
-
-
-def _read_exact(fd: int, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = posix.read(fd, size - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
-def _read_all(fd: int) -> bytes:
-    chunks: list[bytes] = []
-    while True:
-        chunk = posix.read(fd, 65536)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
 
 
 def _report(fd: int, message: bytes) -> None:
