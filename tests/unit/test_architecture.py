@@ -48,6 +48,7 @@ LAYERS: dict[str, tuple[int, int]] = {
             "hostjob.log",
             "hostjob.mountinfo",
             "hostjob.paths",
+            "hostjob.pidfds",
             "hostjob.signals",
             "hostjob.units",
         ),

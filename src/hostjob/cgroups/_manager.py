@@ -20,6 +20,7 @@ import time
 from hostjob import paths, signals
 from hostjob.cgroups import _fs
 from hostjob.errors import CgroupError, MissingController
+from hostjob.pidfds import pidfd_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -458,10 +459,9 @@ class Manager:
             for pid in pids:
                 if pid <= 0:  # pid 0: a process outside our pid namespace
                     continue
-                try:
-                    fds[pid] = posix.pidfd_open(pid)
-                except ProcessLookupError:
-                    continue
+                fd = pidfd_of(pid)
+                if fd is not None:
+                    fds[pid] = fd
             if not fds:
                 return
             members = set(self.pids())
