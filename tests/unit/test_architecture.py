@@ -47,6 +47,7 @@ LAYERS: dict[str, tuple[int, int]] = {
             "hostjob.linux",
             "hostjob.log",
             "hostjob.mountinfo",
+            "hostjob.dbus",
             "hostjob.paths",
             "hostjob.pidfds",
             "hostjob.signals",

@@ -264,6 +264,12 @@ class Manager:
         """
         raise NotImplementedError
 
+    def check(self, resources: Resources | None) -> None:
+        """What ``create`` checks before it makes anything -- every limit's controller
+        is there -- for a cgroup someone else makes (systemd's scope, with the init in
+        it): ``MissingController`` names the first that is not."""
+        raise NotImplementedError
+
     def update(self, resources: Resources) -> None:
         """Apply the set fields of ``resources`` to the existing cgroup, live."""
         raise NotImplementedError

@@ -83,6 +83,11 @@ class V1Manager(Manager):
         finally:
             root.close()
 
+    def check(self, resources: Resources | None) -> None:
+        available = set(self._by_controller) | self._unified_controllers()
+        self._check(resources, available)
+        self._warn_missing(available)
+
     def create(self, resources: Resources | None = None, *, exclusive: bool = False) -> None:
         from hostjob.cgroups import unified
 

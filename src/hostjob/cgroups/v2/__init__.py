@@ -34,12 +34,20 @@ class V2Manager(Manager):
 
         return Entry([], self._dir.path)
 
-    def create(self, resources: Resources | None = None, *, exclusive: bool = False) -> None:
+    def _available(self) -> set[str]:
         root = Dir(self.mountpoint)
         try:
-            available = unified.controllers(root)
+            return unified.controllers(root)
         finally:
             root.close()
+
+    def check(self, resources: Resources | None) -> None:
+        available = self._available()
+        self._check(resources, available)
+        self._warn_missing(available)
+
+    def create(self, resources: Resources | None = None, *, exclusive: bool = False) -> None:
+        available = self._available()
         self._check(resources, available)
         self._warn_missing(available)
         made = mkdir_p(self.mountpoint, self.path)
