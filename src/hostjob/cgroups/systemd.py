@@ -260,3 +260,80 @@ def stop(path: str) -> None:
                     raise
     except DBusError as err:
         raise CgroupError(f"cannot stop the systemd scope {unit}: {err}") from err
+
+
+# --- a job under the unit that runs hostjob -------------------------------------------------
+
+UNIT_SUFFIXES = (".service", ".scope")
+SUPERVISOR = "supervisor"  # the delegated unit's sub-cgroup that hostjob's own process moves to
+
+
+def unit_cgroup() -> str | None:
+    """This process's cgroup (``/system.slice/svc1.service``) when it is a systemd unit's
+    own cgroup on cgroup v2 (a service or a scope that runs hostjob); None elsewhere (no
+    systemd, v1 or hybrid, a cgroup below a unit's)."""
+    if not booted():
+        return None
+    try:
+        with open("/proc/self/cgroup", "rb") as f:
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    own = next((line[3:] for line in lines if line.startswith("0::")), "")
+    if len(lines) != 1 or not own.endswith(UNIT_SUFFIXES):
+        return None
+    return own
+
+
+def delegates(unit_path: str) -> bool:
+    """Whether the unit whose cgroup is ``unit_path`` delegates it (``Delegate=yes``):
+    then its subtree is its processes' to manage, and a job it runs belongs in it, so
+    that ``journalctl -u`` files the job's output under the unit and ``systemctl status``
+    lists its processes."""
+    directory = "/sys/fs/cgroup" + unit_path
+    for name in ("trusted.delegate", "user.delegate"):  # systemd 251 and later mark it
+        try:
+            if posix.getxattr(directory, name) == b"1":
+                return True
+        except OSError:
+            pass
+    return _unit_delegates(unit_path.rpartition("/")[2])
+
+
+def _unit_delegates(unit: str) -> bool:
+    """Whether systemd says ``unit`` has ``Delegate=yes`` (systemd before 251 marks no
+    cgroup: asked over D-Bus)."""
+    from hostjob.dbus import DBusError, system_bus
+
+    kind = "Service" if unit.endswith(".service") else "Scope"
+    try:
+        with system_bus() as conn:
+            (path,) = conn.call(DESTINATION, MANAGER_PATH, MANAGER, "GetUnit", "s", [unit])
+            ((_sig, value),) = conn.call(
+                DESTINATION, path, "org.freedesktop.DBus.Properties", "Get", "ss",
+                [f"org.freedesktop.systemd1.{kind}", "Delegate"],
+            )  # fmt: skip
+    except (DBusError, ValueError):
+        return False
+    return value is True
+
+
+def leave_unit_root(unit_cgroup: str) -> bool:
+    """Move this process out of its unit's own cgroup into ``<unit>/supervisor``, so that
+    the unit's cgroup may hand controllers down to the job's (cgroup v2 allows that only
+    to a cgroup that holds no process itself). False when other processes are left
+    there (the unit runs more than hostjob at its top: a shell that runs it): the job's
+    cgroup then cannot live in the unit with limits."""
+    directory = "/sys/fs/cgroup" + unit_cgroup
+    supervisor = f"{directory}/{SUPERVISOR}"
+    try:
+        posix.mkdir(supervisor, 0o755)
+    except FileExistsError:
+        pass
+    fd = posix.open(f"{supervisor}/cgroup.procs", posix.O_WRONLY | posix.O_CLOEXEC)
+    try:
+        posix.write(fd, b"0")
+    finally:
+        posix.close(fd)
+    with open(f"{directory}/cgroup.procs", "rb") as f:
+        return not f.read().split()

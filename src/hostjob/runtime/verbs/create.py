@@ -103,7 +103,10 @@ def create(
 
     options = options or CreateOptions()
     store, container_id = container.store, container.id
-    job.cgroups_path = cgroups.resolve_path(job.cgroups_path, container_id, options.systemd_cgroup)
+    given = job.cgroups_path
+    job.cgroups_path = cgroups.resolve_path(given, container_id, options.systemd_cgroup)
+    if not given and not options.systemd_cgroup and paths.isdir("/run/systemd/system"):
+        job.cgroups_path = _under_the_unit(container_id) or job.cgroups_path
     if job.process.terminal and options.console_socket is None:
         raise HostjobError("cannot allocate a tty without --console-socket")
     lock = store.create(container_id)  # first: a taken ID is "already exists"
@@ -306,6 +309,33 @@ def _adopt_shared_paths(container: Handle, targets: list[str]) -> None:
             if kind == REMOVE and any(fsutil.under(target, path) for target in targets):
                 adopted.append([kind, path])
     container.record_change(*adopted)  # those not recorded yet, in one write
+
+
+def _under_the_unit(container_id: str) -> str | None:
+    """The job's cgroup inside the systemd unit that runs this command, where the unit
+    delegates its cgroup (a generated unit, or ``systemd-run -p Delegate=yes``): then
+    ``journalctl -u UNIT`` shows the job's output (journald files each line under the
+    writer's cgroup) and ``systemctl status UNIT`` its processes. None elsewhere."""
+    from hostjob.cgroups import systemd
+
+    unit = systemd.unit_cgroup()
+    if unit is None:
+        return None
+    if not systemd.delegates(unit):
+        if unit.endswith(".service"):  # a session's scope is no service's output
+            log.warning(
+                f"the systemd unit of {unit} does not delegate its cgroup (Delegate=yes):"
+                " the job's cgroup is made outside it, and journalctl -u will not show"
+                " its output"
+            )
+        return None
+    if not systemd.leave_unit_root(unit):
+        log.warning(
+            f"the systemd unit's cgroup {unit} holds other processes than hostjob: the"
+            " job's cgroup is made outside it, and journalctl -u will not show its output"
+        )
+        return None
+    return f"{unit}/{container_id}"
 
 
 def _systemd_scope(version: int) -> bool:
