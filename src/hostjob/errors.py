@@ -154,16 +154,13 @@ class DelegateError(HostjobError):
 
 
 class NotAJobContainer(DelegateError):
-    """The container is not a job container: ``runtime`` (its absolute path) runs it,
-    with its state under ``state_root``. The library stops here; the ``hostjob``
-    command hands the command over (``hostjob.runtime.delegate.handover``)."""
+    """The container is not a job container (its annotations say so): a real OCI runtime
+    runs it -- ``runtime``, its absolute path, once ``create`` handed it over. The library
+    stops here; the ``hostjob`` command hands the command over
+    (``hostjob.runtime.delegate``: ``create``, ``handover``)."""
 
-    def __init__(self, container_id: str, runtime: str, state_root: str) -> None:
-        super().__init__(
-            f"container {container_id} is not a job container: {runtime} runs it"
-            f" (state root {state_root}); the hostjob command hands it over, the library"
-            " does not"
-        )
+    def __init__(self, message: str, runtime: str | None = None) -> None:
+        super().__init__(message)
         self.runtime = runtime
 
 

@@ -49,7 +49,6 @@ LAYERS: dict[str, tuple[int, int]] = {
             "hostjob.mountinfo",
             "hostjob.dbus",
             "hostjob.paths",
-            "hostjob.pidfds",
             "hostjob.signals",
             "hostjob.units",
         ),

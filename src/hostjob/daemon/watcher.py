@@ -44,11 +44,11 @@ from hostjob import log, signals
 from hostjob.daemon import crilog, restart
 from hostjob.daemon.logwriter import LineSplitter, RotatingLog
 from hostjob.errors import ContainerNotFound, HostjobError, InvalidState
-from hostjob.pidfds import pidfd_of
 from hostjob.runtime import proc
 from hostjob.runtime.container import Container
 from hostjob.runtime.handle import stop_grace
 from hostjob.runtime.record import STDERR_FIFO, STDOUT_FIFO
+from hostjob.signals import pidfd_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

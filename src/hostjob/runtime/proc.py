@@ -57,7 +57,7 @@ def is_alive(pid: int, started: int) -> bool:
 
 def open_pidfd(pid: int, started: int) -> int | None:
     """A pidfd for the process if it is still the one that started at ``started``."""
-    from hostjob.pidfds import pidfd_of  # here: `state` and `list` never pin a process
+    from hostjob.signals import pidfd_of  # here: `state` and `list` never pin a process
 
     fd = pidfd_of(pid)
     if fd is None:

@@ -8,7 +8,6 @@ its ``cgroup.kill`` ends the job atomically.
 
 from __future__ import annotations
 
-from hostjob import signals
 from hostjob.cgroups._fs import Dir
 from hostjob.cgroups._manager import Entry, Manager, OOMWatcher, mkdir_p, rmdirs
 from hostjob.errors import CgroupError, CgroupExists, MissingController
@@ -215,6 +214,7 @@ class V1Manager(Manager):
         return unified.frozen(d)
 
     def kill_all(self, sig: int) -> None:
+        from hostjob import signals
         from hostjob.cgroups import unified
 
         if sig == signals.SIGKILL and self._unified is not None and unified.kill(self._unified):

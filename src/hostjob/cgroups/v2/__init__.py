@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from hostjob import signals
 from hostjob.cgroups import unified
 from hostjob.cgroups._fs import Dir, keyed_value
 from hostjob.cgroups._manager import Entry, Manager, OOMWatcher, mkdir_p, rmdirs
@@ -118,6 +117,8 @@ class V2Manager(Manager):
         return unified.frozen(self._dir)
 
     def kill_all(self, sig: int) -> None:
+        from hostjob import signals
+
         if sig == signals.SIGKILL and unified.kill(self._dir):
             return
         self._signal_frozen(sig)

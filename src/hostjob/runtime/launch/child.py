@@ -19,7 +19,7 @@ import posix
 import resource
 import time
 
-from hostjob import paths, signals
+from hostjob import paths
 from hostjob.errors import StartError
 from hostjob.runtime.launch import plan as launch_plan
 from hostjob.runtime.proc import close_fds_except, env_dict
@@ -226,6 +226,8 @@ def _reset_signals() -> None:
     and blocks its wake-up signal while it starts (a restarted program would ignore
     ``stop``); an ignored SIGCHLD would even make the program's children reap
     themselves."""
+    from hostjob import signals  # here: after "ready" (off create's path), in the child
+
     for number in range(1, signals.NSIG):
         if number in (signals.SIGKILL, signals.SIGSTOP):
             continue

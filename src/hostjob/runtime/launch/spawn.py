@@ -22,7 +22,6 @@ from __future__ import annotations
 import errno
 import posix
 
-from hostjob import signals
 from hostjob.env import getenv
 from hostjob.errors import HostjobError, StartError
 from hostjob.runtime.launch.child import ERROR, READY, ChildSetup, child_main
@@ -115,6 +114,8 @@ def spawn(
         posix.close(report_r)
         if release_w >= 0:
             posix.close(release_w)
+        from hostjob import signals
+
         posix.kill(pid, signals.SIGKILL)
         posix.waitpid(pid, 0)
         raise

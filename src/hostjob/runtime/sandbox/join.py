@@ -27,7 +27,7 @@ def join_namespace(init_pid: int, start_time: int) -> Callable[[], None]:
 
     def join() -> None:
         from hostjob import linux
-        from hostjob.pidfds import pidfd_of
+        from hostjob.signals import pidfd_of
 
         pidfd = pidfd_of(init_pid)
         if pidfd is None:

@@ -1,5 +1,5 @@
-"""Every answer a supported kernel gives for a process that is gone means gone, wherever a
-pidfd is opened: ESRCH, and EINVAL -- what 6.1 (Debian 12), 5.15 and 5.14 answer for an
+"""hostjob.signals.pidfd_of: every answer a supported kernel gives for a process that is
+gone means gone, wherever a pidfd is opened: ESRCH, and EINVAL -- what 6.1 (Debian 12), 5.15 and 5.14 answer for an
 init that was reaped while its pid still names its children's session or process group
 (``delete --force`` of such a job failed with ``OSError: [Errno 22]`` and leaked it). The
 kernel's answers are driven through ``posix.pidfd_open``, what the code calls."""
@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from hostjob import pidfds
+from hostjob import signals as pidfds
 from hostjob.cgroups._manager import Manager
 from hostjob.errors import StartError
 from hostjob.runtime import proc
