@@ -11,13 +11,17 @@ need them. Modules, one concern each, lowest first::
     progress    typed progress events, and their renderers (rich on a tty)
     root        the store's directory: its 0700 check, its layout, locks, JSON files
     content     blobs by digest: verified ingest, read; ``Digester`` (hash and count)
-    unpack      the fd-relative, whiteout-aware layer extractor
+    decompress  gzip (isal or zlib), zstd or plain tar streams, by magic bytes
+    extractor   the fd-relative, whiteout-aware writer of tar entries
+    unpack      a layer blob into a directory: verified, temp dir + rename
     layers      the unpacked-layer cache by diffID (``LayerRecord``)
     names       the name index (``NameRecord``), lookups by name, digest or ID
     gc          container references (``ContainerRef``), the lease, rmi, prune
     resolve     names -> ``ResolvedImage``, ``ImageSummary``, ``ImageDetails``
     sources     OCI layouts (dir or tar) and ``docker save`` tars as pull sources
-    registry    the distribution API client: auth, redirects, resume, uploads
+    remotes     the distribution API, one part per job: transport, credentials,
+                auth (the authorizer), session, resolver, fetcher, pusher
+    registry    ``RegistryClient`` (those parts together), ``RegistrySource``
     pull        sources -> content + layers, then a name (``PullResult``)
     push        an image -> a registry (``PushResult``)
     store       ``Store``: the facade over content, layers, names, gc, resolver
@@ -26,6 +30,8 @@ need them. Modules, one concern each, lowest first::
                 ``RootfsProvider`` (``ImageRootfs``)
     runspec     image config + ``run`` flags -> a runtime-spec config
     run         ``hostjob run IMAGE``: the container, through ``hostjob.runtime.run``
+    archive     a directory walked fd-relative and written as a tar layer
+    layout      an OCI image layout written (blobs, index.json) and its tar
     pack        a reproducible one-layer image from a directory
 
 Library verbs (each returns a typed record; the CLI renders it)::

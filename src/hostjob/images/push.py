@@ -121,16 +121,16 @@ def push(
             for desc in image.blobs():
                 assert desc.digest is not None
                 item, size = desc.digest, desc.size
-                if client.blob_exists(to.repository, desc.digest):
+                if client.pusher.exists(to.repository, desc.digest):
                     sent.existing += 1
                     emit(events.Event(events.EXISTS, item, size or 0, size))
                     continue
                 meter = events.Meter(emit, events.UPLOADING, item, size)
-                client.upload_blob(to.repository, desc, image.open_blob, on_bytes=meter)
+                client.pusher.upload(to.repository, desc, image.open_blob, on_bytes=meter)
                 sent.uploaded += 1
                 sent.bytes += size or 0
                 emit(events.Event(events.DONE, item, size or 0, size))
-            sent.digest = client.push_manifest(
+            sent.digest = client.pusher.put_manifest(
                 to.repository, to.reference, image.raw, image.media_type
             )
     finally:
