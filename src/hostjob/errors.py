@@ -28,6 +28,7 @@ turns any ``HostjobError`` into that line on stderr, a logrus-style record in
     └── ImageError             the image path (``hostjob run IMAGE``, pull, unpack)
         ├── InvalidReference   an image reference or transport that cannot be parsed
         ├── RegistryError      the registry answered with an error
+        │   └── RegistryStalled  the registry (or its token realm) stopped making progress
         ├── DigestMismatch     a blob's content does not match its digest or size
         ├── UnpackError        a hostile or broken layer tar
         └── ImageNotFound      no such image in the store
@@ -181,6 +182,11 @@ class InvalidReference(ImageError):
 
 class RegistryError(ImageError):
     pass
+
+
+class RegistryStalled(RegistryError):
+    """A registry connection moved too little for too long (never retried: a retry
+    would only wait as long again)."""
 
 
 class DigestMismatch(ImageError):

@@ -11,7 +11,7 @@ import time
 
 from hostjob import jsonio
 from hostjob.cli.args import FLAG, VALUE, Option
-from hostjob.units import human_size, parse_rfc3339
+from hostjob.units import human_size, parse_duration, parse_rfc3339
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,6 +28,14 @@ STORE_OPTION = Option(
     VALUE,
     "image store directory (default $HOSTJOB_STORE, else /var/lib/hostjob)",
     metavar="dir",
+)
+
+
+STALL_OPTION = Option(
+    "stall-timeout",
+    VALUE,
+    "fail when a registry connection moves less than 64 KiB in this long (default 60s)",
+    metavar="duration",
 )
 
 
@@ -48,6 +56,7 @@ def registry_options(verb: str) -> tuple[Option, ...]:
             default=True,
         ),
         Option("plain-http", FLAG, "talk to the registry over http://"),
+        STALL_OPTION,
         Option("quiet,q", FLAG, f"no progress; print only the {verb}"),
     )
 
@@ -59,7 +68,15 @@ def registry_flags(args: Args) -> dict[str, Any]:
         "tls_verify": args.tls_verify,
         "plain_http": args.plain_http,
         "docker_config": args.authfile,
+        "stall_timeout": stall_timeout(args),
     }
+
+
+def stall_timeout(args: Args) -> float | None:
+    """``--stall-timeout`` in seconds (None: the library's default)."""
+    if args.stall_timeout is None:
+        return None
+    return parse_duration(args.stall_timeout)
 
 
 def open_store(args: Args) -> Store:

@@ -89,6 +89,7 @@ class Puller:
         tls_verify: bool = True,
         plain_http: bool = False,
         docker_config: str | None = None,
+        stall_timeout: float | None = None,
         progress: Progress | None = None,
     ) -> PullResult:
         """Fetch an image from any source ``reference.parse`` accepts, and name it
@@ -106,6 +107,7 @@ class Puller:
             tls_verify=tls_verify,
             plain_http=plain_http,
             docker_config=docker_config,
+            stall_timeout=stall_timeout,
         )
         try:
             return self.pull_from(source, parsed, name=name, platform=platform, progress=progress)

@@ -97,6 +97,7 @@ def push(
     tls_verify: bool = True,
     plain_http: bool = False,
     docker_config: str | None = None,
+    stall_timeout: float | None = None,
     progress: Progress | None = None,
 ) -> PushResult:
     """Push ``src`` (a store image, or an ``oci:``/``oci-archive:``/``docker-archive:``
@@ -116,6 +117,7 @@ def push(
             tls_verify=tls_verify,
             plain_http=plain_http,
             docker_config=docker_config,
+            stall_timeout=stall_timeout,
         ) as client:
             sent = PushResult(to.name, "")
             for desc in image.blobs():

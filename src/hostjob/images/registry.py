@@ -59,6 +59,7 @@ class RegistrySource:
         tls_verify: bool = True,
         plain_http: bool = False,
         docker_config: str | None = None,
+        stall_timeout: float | None = None,
     ) -> None:
         assert ref.repository is not None
         self.ref = ref
@@ -72,6 +73,7 @@ class RegistrySource:
             tls_verify=tls_verify,
             plain_http=plain_http,
             docker_config=docker_config,
+            stall_timeout=stall_timeout,
         )
 
     def top(self) -> tuple[bytes, str | None, str | None]:

@@ -60,6 +60,13 @@ IMAGE_OPTIONS = (
     Option("creds", VALUE, "user:password for the registry"),
     Option("tls-verify", FLAG, "verify the registry's TLS certificate", default=True),
     Option("plain-http", FLAG, "talk HTTP to the registry"),
+    Option(
+        "stall-timeout",
+        VALUE,
+        "fail the pull when a registry connection moves less than 64 KiB in this long"
+        " (default 60s)",
+        metavar="duration",
+    ),
     Option("quiet,q", FLAG, "no pull progress"),
     Option("restart", VALUE, "with -d: no (default), on-failure[:N] or always"),
     Option("log-max-size", VALUE, "with -d: rotate the log at this size (default 10m)"),
@@ -169,7 +176,7 @@ def _run_image(args: Args, ctx: Context) -> int:
     from hostjob.images.run_image import run_image
     from hostjob.images.runspec import RunFlags
     from hostjob.images.store import Store
-    from hostjob.units import parse_size
+    from hostjob.units import parse_duration, parse_size
 
     if args.mount_mode not in (None, "host", "bind"):  # before anything is pulled
         raise InvalidArgument(f"--mount-mode {args.mount_mode!r}: expected host or bind")
@@ -212,6 +219,7 @@ def _run_image(args: Args, ctx: Context) -> int:
             creds=args.creds,
             tls_verify=args.tls_verify,
             plain_http=args.plain_http,
+            stall_timeout=parse_duration(args.stall_timeout) if args.stall_timeout else None,
         )
     finally:
         progress.close(render)

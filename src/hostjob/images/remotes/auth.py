@@ -17,6 +17,7 @@ sent.
 from __future__ import annotations
 
 import base64
+import json
 import time
 
 from hostjob.errors import RegistryError
@@ -97,6 +98,7 @@ class Authorizer:
         tls_verify: bool,
         plain_http: bool,
         timeout: float,
+        stall: float,
     ) -> None:
         self.host = host
         self.base = base
@@ -105,6 +107,7 @@ class Authorizer:
         self.tls_verify = tls_verify
         self.plain_http = plain_http
         self.timeout = timeout
+        self.stall = stall
         self.verified: httpx.Client | None = None  # for token realms on other hosts
         self.tokens: dict[tuple[str, str, str], tuple[str, float]] = {}
         self.scope_tokens: dict[str, str] = {}  # our scope -> the last token that worked
@@ -161,7 +164,7 @@ class Authorizer:
             if own_host or self.tls_verify:
                 return self.client
             if self.verified is None:  # --tls-verify=false is for the registry's host only
-                self.verified = transport.new_client(True, self.timeout)
+                self.verified = transport.new_client(True, self.timeout, self.stall, realm)
             return self.verified
         if url.scheme == "http" and (not self.creds or (self.plain_http and own_host)):
             return self.client
@@ -192,17 +195,24 @@ class Authorizer:
         if self.creds:
             headers["Authorization"] = basic(*self.creds)
         try:
-            response = client.get(realm, params=params, headers=headers)
+            request = client.build_request("GET", realm, params=params, headers=headers)
+            response = client.send(request, stream=True)
+            if response.status_code in (401, 403):
+                response.close()
+                raise RegistryError(f"{self.host}: the token server refused the credentials")
+            if response.status_code != 200:
+                raise transport.registry_error(response, f"token request to {realm}")
+            raw = transport.read_at_most(response, transport.TOKEN_LIMIT)
         except httpx.HTTPError as err:
             raise RegistryError(
                 f"token request to {realm} failed: {transport.one_line(err)}"
             ) from err
-        if response.status_code in (401, 403):
-            raise RegistryError(f"{self.host}: the token server refused the credentials")
-        if response.status_code != 200:
-            raise transport.registry_error(response, f"token request to {realm}")
+        if raw is None:
+            raise RegistryError(
+                f"token server {realm} sent more than {transport.TOKEN_LIMIT >> 20} MiB"
+            )
         try:
-            body = response.json()
+            body = json.loads(raw)
         except ValueError as err:
             raise RegistryError(f"token server {realm} sent no JSON") from err
         token = body.get("token") or body.get("access_token") if type(body) is dict else None

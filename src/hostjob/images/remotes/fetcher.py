@@ -43,9 +43,7 @@ class BlobFetcher:
                 return
             headers = {"Range": f"bytes={offset}-"} if offset else {}
             try:
-                response = session.send(
-                    "GET", f"/v2/{repo}/blobs/{desc.digest}", scope, headers, stream=True
-                )
+                response = session.send("GET", f"/v2/{repo}/blobs/{desc.digest}", scope, headers)
                 try:
                     status = response.status_code
                     if offset and status == 200:
@@ -60,12 +58,11 @@ class BlobFetcher:
                                 raise RegistryError(f"{what}: the server answers ranges wrongly")
                             continue
                     elif status in transport.TRANSIENT and failures < session.retries:
-                        response.read()
+                        response.close()  # its body unread: we only retry
                         failures += 1
                         time.sleep(transport.backoff(failures, response))
                         continue
                     elif status != 200:
-                        response.read()
                         raise transport.registry_error(response, what)
                     for (
                         chunk

@@ -36,11 +36,9 @@ class Pusher:
         """Whether the repository has the blob already (``HEAD``): a push skips it."""
         session = self.session
         response = session.send("HEAD", f"/v2/{repo}/blobs/{digest}", push_scope(repo))
-        response.close()
-        if response.status_code == 200:
-            return True
-        if response.status_code == 404:
-            return False
+        if response.status_code in (200, 404):
+            response.close()
+            return response.status_code == 200
         raise transport.registry_error(
             response, f"{session.host}/{repo}: looking for blob {digest}"
         )
@@ -62,9 +60,9 @@ class Pusher:
         scope = push_scope(repo)
         what = f"{session.host}/{repo}"
         response = session.send("POST", f"/v2/{repo}/blobs/uploads/", scope)
-        response.close()
         if response.status_code != 202 or "location" not in response.headers:
             raise transport.registry_error(response, f"{what}: starting an upload")
+        response.close()
         location = response.url.join(response.headers["location"])
         url = str(location.copy_merge_params({"digest": desc.digest}))
         headers = {"Content-Type": "application/octet-stream"}
@@ -86,9 +84,9 @@ class Pusher:
                     close()
 
         response = session.send("PUT", url, scope, headers, content=body)
-        response.close()
         if response.status_code not in (201, 204):
             raise transport.registry_error(response, f"{what}: uploading {desc.digest}")
+        response.close()
 
     def put_manifest(self, repo: str, reference: str, raw: bytes, media_type: str) -> str:
         """``PUT`` a manifest under a tag (or its digest); returns its digest."""
@@ -100,11 +98,11 @@ class Pusher:
             {"Content-Type": media_type},
             content=raw,
         )
-        response.close()
         if response.status_code not in (200, 201, 204):
             raise transport.registry_error(
                 response, f"{session.host}/{repo}: pushing manifest {reference}"
             )
+        response.close()
         import hashlib
 
         digest = "sha256:" + hashlib.sha256(raw).hexdigest()

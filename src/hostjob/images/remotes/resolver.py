@@ -1,7 +1,8 @@
 """A tag or digest -> the manifest or index it names, verified.
 
-A manifest is read up to ``MANIFEST_LIMIT``; asked by digest it must have that
-digest, and a ``Docker-Content-Digest`` the registry sends must match what came.
+A manifest is read up to ``MANIFEST_LIMIT`` (streamed: the read stops there); asked
+by digest it must have that digest, and a ``Docker-Content-Digest`` the registry
+sends must match what came.
 Transient answers (429, 5xx) and dropped connections are retried with backoff.
 """
 
@@ -43,7 +44,6 @@ class ManifestResolver:
                     f"/v2/{repo}/manifests/{reference}",
                     scope,
                     {"Accept": MANIFEST_ACCEPT},
-                    stream=True,
                 )
             except RegistryError as err:
                 if attempt == session.retries or not transport.transient(err):
@@ -52,12 +52,10 @@ class ManifestResolver:
                 continue
             if response.status_code not in transport.TRANSIENT or attempt == session.retries:
                 break
-            response.read()
-            response.close()
+            response.close()  # its body unread: whatever it holds, we only retry
             time.sleep(transport.backoff(attempt + 1, response))
         try:
             if response.status_code != 200:
-                response.read()
                 raise transport.registry_error(response, f"{host}/{repo}:{reference}")
             body = bytearray()
             for chunk in response.iter_raw():

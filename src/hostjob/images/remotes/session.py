@@ -35,6 +35,7 @@ class Session:
         docker_config: str | None = None,
         timeout: float = 60.0,
         retries: int = transport.RETRIES,
+        stall_timeout: float | None = None,
     ) -> None:
         import httpx
 
@@ -46,7 +47,8 @@ class Session:
         if creds is None:
             creds = find_credentials(domain or host, docker_config)
         self.retries = retries
-        self.client = transport.new_client(tls_verify, timeout)
+        stall = transport.STALL_TIMEOUT if stall_timeout is None else stall_timeout
+        self.client = transport.new_client(tls_verify, timeout, stall, self.base)
         self.auth = Authorizer(
             host,
             self.base,
@@ -55,6 +57,7 @@ class Session:
             tls_verify=tls_verify,
             plain_http=plain_http,
             timeout=timeout,
+            stall=stall,
         )
 
     def close(self) -> None:
@@ -68,12 +71,13 @@ class Session:
         scope: str,
         headers: dict[str, str] | None = None,
         content: Any = None,
-        stream: bool = False,
     ) -> httpx.Response:
         """One request with auth and hand-followed redirects (auth kept on-host only).
 
         ``content`` is bytes, or a function giving the body (a stream) anew for each
-        request sent: an answer to a challenge or a redirect sends it again."""
+        request sent: an answer to a challenge or a redirect sends it again. The
+        answer is streamed, its body not read: the caller reads what it needs, within
+        its bounds, and closes it (a redirect's or a challenge's body is never read)."""
         import httpx
 
         if url.startswith("/"):
@@ -90,7 +94,7 @@ class Session:
                     request = self.client.build_request(
                         method, target, headers=request_headers, content=body
                     )
-                    response = self.client.send(request, stream=stream)
+                    response = self.client.send(request, stream=True)
                 except httpx.TransportError as err:
                     raise RegistryError(
                         f"{self.host}: {transport.one_line(err)}{transport.hint(err)}"
@@ -120,9 +124,12 @@ class Session:
                     " redirected, asks for credentials; they go to the registry only"
                 )
             if response.status_code == 401 and attempt == 0:
-                if stream:
-                    response.read()
-                if self.auth.answer(response, scope):
+                try:
+                    answered = self.auth.answer(response, scope)
+                except BaseException:
+                    response.close()
+                    raise
+                if answered:
                     response.close()
                     continue
             return response

@@ -4,6 +4,14 @@ origins, one-line errors, the registry's own error message, and when to retry.
 Registries are untrusted: redirects are never followed by httpx (the session
 follows them by hand, so that credentials stay on the registry's origin), and an
 error is reported in one line, quoting at most a little of what the registry said.
+
+Everything read from a registry into memory is bounded: an error's body is read up
+to ``ERROR_BODY_LIMIT`` and a token answer up to ``TOKEN_LIMIT`` (streamed, and the
+read stops there: nothing is read whole and sliced afterwards); a transient
+answer's body is never read before the retry; bodies are asked for and read as
+sent (``Accept-Encoding: identity``, no decoding), so no decompressor can turn a
+small answer into a huge one. Every connection keeps the stall deadline
+(``hostjob.images.remotes.stall``).
 """
 
 from __future__ import annotations
@@ -17,22 +25,69 @@ if TYPE_CHECKING:
     import httpx
 
 CHUNK = 1 << 20
+ERROR_BODY_LIMIT = 64 << 10  # what an error's body may hold of the registry's message
+TOKEN_LIMIT = 1 << 20  # a token server's answer
+STALL_TIMEOUT = 60.0  # seconds a connection may go without progress
 MAX_REDIRECTS = 10
 TRANSIENT = frozenset({429, 500, 502, 503, 504})  # retried, with backoff
 RETRIES = 5
 USER_AGENT = "hostjob"
 
 
-def new_client(verify: bool, timeout: float) -> httpx.Client:
-    """An httpx client that follows no redirect (the session does, by hand)."""
+def new_client(
+    verify: bool, timeout: float, stall: float, proxy_for: str | None = None
+) -> httpx.Client:
+    """An httpx client that follows no redirect (the session does, by hand), sends for
+    bodies as they are (no content coding), and whose connections fail after ``stall``
+    seconds without progress. ``proxy_for`` is the URL whose proxy (``HTTPS_PROXY``
+    and friends, ``NO_PROXY``) the client uses for every request."""
     import httpx
 
+    from hostjob.images.remotes.stall import WatchedBackend
+
+    if not stall > 0:
+        raise RegistryError(f"the stall timeout must be more than 0 seconds, not {stall:g}")
+    proxy = _env_proxy(proxy_for) if proxy_for else None
+    transport = httpx.HTTPTransport(verify=verify, proxy=proxy)
+    # httpx gives no way to pass httpcore a network backend; its pool keeps it here.
+    pool = transport._pool
+    backend = getattr(pool, "_network_backend", None)
+    if backend is None:
+        raise RegistryError("this httpx/httpcore cannot watch its connections for stalls")
+    pool._network_backend = WatchedBackend(backend, stall)
     return httpx.Client(
-        verify=verify,
+        transport=transport,
         timeout=httpx.Timeout(timeout, connect=min(timeout, 15.0)),
         follow_redirects=False,
-        headers={"User-Agent": USER_AGENT},
+        headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
     )
+
+
+def _env_proxy(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (as curl and httpx read it)."""
+    import urllib.request
+
+    import httpx
+
+    parsed = httpx.URL(url)
+    if urllib.request.proxy_bypass(parsed.host):
+        return None
+    proxies = urllib.request.getproxies_environment()
+    return proxies.get(parsed.scheme) or proxies.get("all")
+
+
+def read_at_most(response: httpx.Response, limit: int) -> bytes | None:
+    """Up to ``limit`` bytes of a streamed body, as sent; None (and the rest unread)
+    when there is more. The response is closed either way."""
+    body = bytearray()
+    try:
+        for chunk in response.iter_raw():
+            body += chunk
+            if len(body) > limit:
+                return None
+    finally:
+        response.close()
+    return bytes(body)
 
 
 def origin(url: httpx.URL) -> tuple[str, str, int | None]:
@@ -90,21 +145,26 @@ def backoff(failures: int, response: httpx.Response | None) -> float:
 
 
 def registry_error(response: httpx.Response, what: str) -> ImageError:
-    """The registry's own error message (``{"errors":[{code, message}]}``) if it sent one."""
+    """The registry's own error message (``{"errors":[{code, message}]}``) if it sent
+    one in at most ``ERROR_BODY_LIMIT`` bytes (a longer body is left unread). A
+    transient answer's body is not read at all: the caller retries, or gives up."""
     detail = ""
     try:
-        body = json.loads(response.read()[:65536])
+        raw = None
+        if response.status_code not in TRANSIENT:
+            raw = read_at_most(response, ERROR_BODY_LIMIT)
+        body = json.loads(raw) if raw else None
         errors = body.get("errors") if type(body) is dict else None
         if type(errors) is list and errors:
             parts = []
             for e in errors[:3]:
                 if type(e) is dict:
                     parts.append(f"{e.get('code', '')}: {e.get('message', '')}".strip(": "))
-            detail = "; ".join(parts)
-    except (ValueError, UnicodeDecodeError):
+            detail = "; ".join(parts)[:300]
+    except Exception:  # a broken body, a dropped connection: the status says enough
         pass
-    except Exception:
-        pass
+    finally:
+        response.close()
     text = f"{what}: HTTP {response.status_code}"
     if detail:
         text += f" ({detail})"
