@@ -11,6 +11,7 @@ import time
 
 from hostjob import jsonio
 from hostjob.cli.args import FLAG, VALUE, Option
+from hostjob.errors import one_line
 from hostjob.units import human_size, parse_duration, parse_rfc3339
 
 TYPE_CHECKING = False
@@ -118,9 +119,12 @@ def ago(created: str | None, now: float | None = None) -> str:
 
 
 def table(rows: Sequence[Sequence[str]]) -> str:
-    """Columns padded to their widest cell, three spaces apart (as ``hostjob list``)."""
+    """Columns padded to their widest cell, three spaces apart (as ``hostjob list``).
+    Every cell is escaped as an error line is (``errors.one_line``): what an image or
+    a registry put in it can neither drive the terminal nor start a row of its own."""
     if not rows:
         return ""
+    rows = [[one_line(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join(
         "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()

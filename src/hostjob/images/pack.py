@@ -217,6 +217,7 @@ def _pack_layout(
             "pack writes to oci:DIR[:TAG], oci-archive:FILE[:TAG] or"
             f" docker://HOST/NAME[:TAG], not {to!r}"
         )
+    platforms.check_field("architecture", architecture, "--architecture")
     epoch = source_date_epoch() if mtime is None else mtime
     created = rfc3339(epoch)
     for item in env or []:

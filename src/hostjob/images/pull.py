@@ -156,6 +156,10 @@ class Puller:
             layer_ids = diff_ids(config, manifest, digest)
             if config.os and config.os != "linux":
                 raise ImageError(f"image is for {config.os}, not linux")
+            platforms.check_field(
+                "architecture", config.architecture, f"config {config_desc.digest}"
+            )
+            platforms.check_field("variant", config.variant, f"config {config_desc.digest}")
             image_name = refs.normalize(name or default_name(ref, source))
             result = PullResult(image_name, digest, config_desc.digest, config)
             result.blobs_fetched = int(fetched)
