@@ -43,7 +43,12 @@ STALL_OPTION = Option(
 def registry_options(verb: str) -> tuple[Option, ...]:
     """The registry flags of ``pull``, ``push`` and ``pack --to docker://``."""
     return (
-        Option("creds", VALUE, "registry credentials", metavar="user:pass"),
+        Option(
+            "creds",
+            VALUE,
+            "registry credentials; - reads the line from stdin (argv is readable by all)",
+            metavar="user:pass|-",
+        ),
         Option(
             "authfile",
             VALUE,
@@ -63,9 +68,12 @@ def registry_options(verb: str) -> tuple[Option, ...]:
 
 
 def registry_flags(args: Args) -> dict[str, Any]:
-    """The registry flags as the library's keyword arguments."""
+    """The registry flags as the library's keyword arguments (``--creds -`` read from
+    stdin, and given ones hidden from this process's command line)."""
+    from hostjob.images.remotes.credentials import take_creds
+
     return {
-        "creds": args.creds,
+        "creds": take_creds(args.creds),
         "tls_verify": args.tls_verify,
         "plain_http": args.plain_http,
         "docker_config": args.authfile,

@@ -57,7 +57,13 @@ IMAGE_OPTIONS = (
     Option("pull", VALUE, "always, missing (default) or never", default="missing"),
     Option("store", VALUE, "image store (default $HOSTJOB_STORE or /var/lib/hostjob)"),
     Option("platform", VALUE, "os/arch[/variant] to pick from a multi-arch image"),
-    Option("creds", VALUE, "user:password for the registry"),
+    Option(
+        "creds",
+        VALUE,
+        "user:password for the registry; - reads the line from stdin (argv is readable by all)",
+        metavar="user:pass|-",
+    ),
+    Option("authfile", VALUE, "a docker config.json with auths for the registry", metavar="file"),
     Option("tls-verify", FLAG, "verify the registry's TLS certificate", default=True),
     Option("plain-http", FLAG, "talk HTTP to the registry"),
     Option(
@@ -157,13 +163,14 @@ def _foreground_command(args: Args, store: str, image: str) -> list[str]:
             for item in value:
                 words += [flag, _absolute(option.dest, item)]
         elif value is not None and value != option.default:
-            words += [flag, str(value)]
+            words += [flag, _absolute(option.dest, str(value))]
     return [*words, "--store", store, "-q", image, *args.args]
 
 
 def _absolute(dest: str, value: str) -> str:
-    """An ``--env-file`` or a ``--volume`` source as an absolute path (a unit runs in /)."""
-    if dest == "env_file":
+    """An ``--env-file``, ``--authfile`` or a ``--volume`` source as an absolute path
+    (a unit runs in /)."""
+    if dest in ("env_file", "authfile"):
         return paths.abspath(value)
     if dest == "volume" and ":" in value:
         source, rest = value.split(":", 1)
@@ -206,6 +213,11 @@ def _run_image(args: Args, ctx: Context) -> int:
     if args.name:
         validate_id(args.name)
     daemon = _daemon_config(args)
+    creds = None
+    if args.creds:  # off the command line before the pull, and before the job is forked
+        from hostjob.images.remotes.credentials import take_creds
+
+        creds = take_creds(args.creds)
     # systemd's socket is hostjob run's (generate systemd: Type=notify), never the job's.
     notify_socket = popenv("NOTIFY_SOCKET")
     store = Store(args.store or None)
@@ -216,9 +228,10 @@ def _run_image(args: Args, ctx: Context) -> int:
             pull=args.pull,
             progress=render,
             platform=args.platform,
-            creds=args.creds,
+            creds=creds,
             tls_verify=args.tls_verify,
             plain_http=args.plain_http,
+            docker_config=args.authfile,
             stall_timeout=parse_duration(args.stall_timeout) if args.stall_timeout else None,
         )
     finally:
