@@ -31,6 +31,7 @@ turns any ``HostjobError`` into that line on stderr, a logrus-style record in
         │   └── RegistryStalled  the registry (or its token realm) stopped making progress
         ├── DigestMismatch     a blob's content does not match its digest or size
         ├── UnpackError        a hostile or broken layer tar
+        │   └── UnpackLimit    an image unpacks to more bytes or inodes than it may
         └── ImageNotFound      no such image in the store
 """
 
@@ -195,6 +196,10 @@ class DigestMismatch(ImageError):
 
 class UnpackError(ImageError):
     pass
+
+
+class UnpackLimit(UnpackError):
+    """An image's layers unpack to more bytes or inodes than the pull allows."""
 
 
 class ImageNotFound(ImageError):

@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 
 from hostjob import jsonio
-from hostjob.cli.args import FLAG, VALUE, Option
+from hostjob.cli.args import FLAG, INT, VALUE, Option
 from hostjob.errors import one_line
-from hostjob.units import human_size, parse_duration, parse_rfc3339
+from hostjob.units import human_size, parse_duration, parse_rfc3339, parse_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,6 +38,33 @@ STALL_OPTION = Option(
     "fail when a registry connection moves less than 64 KiB in this long (default 60s)",
     metavar="duration",
 )
+
+
+UNPACK_OPTIONS = (
+    Option(
+        "max-image-size",
+        VALUE,
+        "fail when the image's layers unpack to more (default: the store's free space less"
+        " a reserve)",
+        metavar="size",
+    ),
+    Option(
+        "max-image-inodes",
+        INT,
+        "fail when the image's layers unpack to more files, directories and links"
+        " (default: the store's free inodes less a reserve)",
+        metavar="n",
+    ),
+)
+
+
+def unpack_flags(args: Args) -> dict[str, Any]:
+    """``--max-image-size`` and ``--max-image-inodes`` as the library's keywords."""
+    size = args.max_image_size
+    return {
+        "max_image_size": None if size is None else parse_size(size, "--max-image-size"),
+        "max_image_inodes": args.max_image_inodes,
+    }
 
 
 def registry_options(verb: str) -> tuple[Option, ...]:

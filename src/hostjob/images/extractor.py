@@ -21,6 +21,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Self
 
+    from hostjob.images.limits import Budget
+
 
 CHUNK = 1 << 20
 WHITEOUT_PREFIX = ".wh."
@@ -34,6 +36,7 @@ _REFUSED_XATTR_PREFIX = "trusted.overlay."
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _FD_CACHE_MAX = 128
+_CACHED_LEVELS = 16  # directories of an entry's path kept open for the next entries
 
 
 class HeaderInfo(tarfile.TarInfo):
@@ -69,10 +72,23 @@ def _time_ns(value: object) -> int:
 
 
 class Extractor:
-    __slots__ = ("deferred_dirs", "entries", "fds", "is_root", "owner", "root_fd", "umask")
+    """Writes a layer's entries below ``root_fd``, charging each inode and each byte of
+    file data to ``budget`` before it is made or written."""
 
-    def __init__(self, root_fd: int) -> None:
+    __slots__ = (
+        "budget",
+        "deferred_dirs",
+        "entries",
+        "fds",
+        "is_root",
+        "owner",
+        "root_fd",
+        "umask",
+    )
+
+    def __init__(self, root_fd: int, budget: Budget | None = None) -> None:
         self.root_fd = root_fd
+        self.budget = budget
         self.fds: dict[tuple[str, ...], int] = {}
         self.deferred_dirs: dict[tuple[str, ...], tarfile.TarInfo] = {}
         self.entries = 0
@@ -90,28 +106,48 @@ class Extractor:
     # directories ------------------------------------------------------------------
 
     def dir_fd(self, parts: tuple[str, ...], create: bool = True) -> int:
-        """An fd of the directory ``parts`` inside the root, never through a symlink."""
-        if not parts:
-            return self.root_fd
+        """An fd of the directory ``parts`` inside the root, never through a symlink.
+
+        Walked down from the deepest directory open already, without recursion (a
+        layer may name a path thousands of directories deep); the last ``_CACHED_LEVELS``
+        directories stay open for the entries that follow, those above are closed."""
         fd = self.fds.get(parts)
-        if fd is not None:
-            return fd
-        parent = self.dir_fd(parts[:-1], create)
+        if fd is not None or not parts:
+            return self.root_fd if fd is None else fd
+        depth = len(parts) - 1
+        while depth and parts[:depth] not in self.fds:
+            depth -= 1
+        parent = self.fds[parts[:depth]] if depth else self.root_fd
+        passed: list[int] = []  # open directories above the cached ones
+        try:
+            for level in range(depth + 1, len(parts) + 1):
+                fd = self._open_dir(parent, parts[:level], create)
+                if len(parts) - level < _CACHED_LEVELS:
+                    self.fds[parts[:level]] = fd
+                else:
+                    passed.append(fd)
+                parent = fd
+        finally:
+            for passed_fd in passed:
+                os.close(passed_fd)
+        return parent
+
+    def _open_dir(self, parent: int, parts: tuple[str, ...], create: bool) -> int:
         name = parts[-1]
         try:
-            fd = os.open(name, DIR_FLAGS, dir_fd=parent)
+            return os.open(name, DIR_FLAGS, dir_fd=parent)
         except FileNotFoundError:
             if not create:
                 raise
+            if self.budget is not None:
+                self.budget.inode()  # a parent no entry of the layer made
             os.mkdir(name, 0o755, dir_fd=parent)
-            fd = os.open(name, DIR_FLAGS, dir_fd=parent)
+            return os.open(name, DIR_FLAGS, dir_fd=parent)
         except OSError as err:
             if err.errno in (errno.ELOOP, errno.ENOTDIR):
                 what = "a symlink" if _is_symlink(parent, name) else "not a directory"
                 raise UnpackError(f"path {'/'.join(parts)!r} is {what}") from err
             raise
-        self.fds[parts] = fd
-        return fd
 
     def forget(self, parts: tuple[str, ...]) -> None:
         """Drop cached fds of ``parts`` and everything under it (it was removed)."""
@@ -138,6 +174,8 @@ class Extractor:
 
     def extract(self, tf: tarfile.TarFile, member: tarfile.TarInfo) -> None:
         self.entries += 1
+        if self.budget is not None and not member.islnk():  # a hardlink makes no inode
+            self.budget.inode()
         if len(self.fds) >= _FD_CACHE_MAX:
             # Only between entries: within one, callers hold fds from the cache.
             self.close()
@@ -218,6 +256,8 @@ class Extractor:
                     if remaining < 0:
                         break
                     raise UnpackError(f"entry {member.name!r}: unexpected end of data")
+                if self.budget is not None:
+                    self.budget.data(len(data))
                 if remaining > 0:
                     remaining -= len(data)
                 view = memoryview(data)

@@ -34,7 +34,7 @@ import os
 import tarfile
 
 from hostjob import faults
-from hostjob.errors import DigestMismatch, HostjobError, UnpackError
+from hostjob.errors import DigestMismatch, HostjobError, UnpackError, UnpackLimit
 from hostjob.images.content import Digester
 from hostjob.images.decompress import open_decompressed
 from hostjob.images.extractor import DIR_FLAGS, Extractor, HeaderInfo
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from typing import Any, BinaryIO
 
     from hostjob.images.content import Readable
+    from hostjob.images.limits import Budget
 
 
 class LayerStats:
@@ -84,12 +85,14 @@ def extract(
     diff_id: str | None = None,
     on_bytes: Callable[[int], None] | None = None,
     backend: str | None = None,
+    budget: Budget | None = None,
 ) -> LayerStats:
     """Extract the layer blob read from ``src`` into the existing empty dir ``root``.
 
     ``digest``/``size`` are the blob's (compressed) descriptor, ``diff_id`` the
-    uncompressed digest from the image config; each given one is verified. On any
-    failure ``root`` may hold a partial tree: callers use ``unpack_to``.
+    uncompressed digest from the image config; each given one is verified. Every
+    inode and byte of file data is charged to ``budget`` (``UnpackLimit`` past it).
+    On any failure ``root`` may hold a partial tree: callers use ``unpack_to``.
     """
     algorithm = digest.partition(":")[0] if digest else "sha256"
     raw = Digester(src, algorithm, limit=size, on_bytes=on_bytes, what="layer blob")
@@ -97,12 +100,14 @@ def extract(
     diff_algorithm = diff_id.partition(":")[0] if diff_id else "sha256"
     plain = Digester(tar_stream, diff_algorithm, what="layer tar")
     root_fd = os.open(root, DIR_FLAGS)
-    extractor = Extractor(root_fd)
+    extractor = Extractor(root_fd, budget)
     try:
         tf = tarfile.open(fileobj=plain, mode="r|", tarinfo=HeaderInfo)  # type: ignore[call-overload]  # noqa: SIM115
         for member in tf:
             try:
                 extractor.extract(tf, member)
+            except UnpackLimit:
+                raise  # about the image, not this entry
             except UnpackError as err:
                 message = str(err)
                 if not message.startswith(("entry ", "hardlink ")):
@@ -164,6 +169,7 @@ def unpack_to(
     on_bytes: Callable[[int], None] | None = None,
     backend: str | None = None,
     write_meta: Callable[[str, LayerStats], None] | None = None,
+    budget: Budget | None = None,
 ) -> LayerStats:
     """Unpack into ``dest/diff`` atomically: a temp sibling dir, renamed when verified.
 
@@ -189,6 +195,7 @@ def unpack_to(
             diff_id=diff_id,
             on_bytes=on_bytes,
             backend=backend,
+            budget=budget,
         )
         if write_meta is not None:
             write_meta(tmp, stats)

@@ -73,6 +73,8 @@ IMAGE_OPTIONS = (
         " (default 60s)",
         metavar="duration",
     ),
+    Option("max-image-size", VALUE, "a pull fails when the layers unpack to more", metavar="size"),
+    Option("max-image-inodes", INT, "a pull fails when the layers unpack to more inodes"),
     Option("quiet,q", FLAG, "no pull progress"),
     Option("restart", VALUE, "with -d: no (default), on-failure[:N] or always"),
     Option("log-max-size", VALUE, "with -d: rotate the log at this size (default 10m)"),
@@ -233,6 +235,10 @@ def _run_image(args: Args, ctx: Context) -> int:
             plain_http=args.plain_http,
             docker_config=args.authfile,
             stall_timeout=parse_duration(args.stall_timeout) if args.stall_timeout else None,
+            max_image_size=(
+                parse_size(args.max_image_size, "--max-image-size") if args.max_image_size else None
+            ),
+            max_image_inodes=args.max_image_inodes,
         )
     finally:
         progress.close(render)
