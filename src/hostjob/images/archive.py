@@ -127,9 +127,13 @@ class FileReader:
 
 class LayerWriter:
     """Adds walked entries to a tar as ``tarfile.gettarinfo`` would describe them
-    (hardlinks, devices, symlinks), but from the checked fds of the walk."""
+    (hardlinks, devices, symlinks), but from the checked fds of the walk.
 
-    __slots__ = ("inodes", "keep_owner", "mtime", "tar", "what")
+    ``readers`` is who could read everything packed so far, as a file's group and
+    other read bits (0o044: anyone): a file that only its owner may read (or one in a
+    directory others cannot search) makes the layer's own file as private."""
+
+    __slots__ = ("inodes", "keep_owner", "mtime", "readers", "tar", "what")
 
     def __init__(self, tar: tarfile.TarFile, what: str, mtime: int, keep_owner: bool) -> None:
         self.tar = tar
@@ -137,9 +141,19 @@ class LayerWriter:
         self.mtime = mtime
         self.keep_owner = keep_owner
         self.inodes: dict[tuple[int, int], str] = {}
+        self.readers = 0o044
+
+    def saw(self, mode: int) -> None:
+        """Narrow ``readers`` to who could read a file of ``mode``, or search a
+        directory of it (its x bits count as reading what is below)."""
+        if stat.S_ISREG(mode):
+            self.readers &= mode
+        elif stat.S_ISDIR(mode):
+            self.readers &= (mode & 0o011) << 2
 
     def add(self, entry: Entry) -> None:
         mode = entry.st.st_mode
+        self.saw(mode)
         if stat.S_ISREG(mode):
             fd = open_checked(entry, self.what, 0)
             try:
@@ -214,8 +228,10 @@ def write_layer(
     mtime: int = 0,
     keep_owner: bool = False,
     compresslevel: int = 6,
-) -> tuple[str, str, int]:
-    """Write ``src_dir`` as a gzip layer to ``dest``: ``(digest, diff_id, size)``.
+) -> tuple[str, str, int, int]:
+    """Write ``src_dir`` as a gzip layer to ``dest``: ``(digest, diff_id, size, mode)``,
+    ``mode`` the permissions the layer's file may have: 0o644 when anyone could read
+    all it holds, else as private as the most private of it (0o640, 0o600).
 
     Read fd-relative (``walk``): a tree another user can write may change under us,
     which fails the pack with one line but never puts a file from outside it (a
@@ -238,11 +254,12 @@ def write_layer(
             plain = Digester(gz)
             with tarfile.open(fileobj=plain, mode="w|", format=tarfile.PAX_FORMAT) as tf:  # type: ignore[call-overload]
                 layer = LayerWriter(tf, what, mtime, keep_owner)
+                layer.saw(os.fstat(root).st_mode)  # the directory packed
                 for entry in walk(root, what):
                     layer.add(entry)
     finally:
         os.close(root)
-    return compressed.digest(), plain.digest(), compressed.count
+    return compressed.digest(), plain.digest(), compressed.count, 0o600 | layer.readers
 
 
 def _xattrs(fd: int, keep_owner: bool) -> dict[str, str]:

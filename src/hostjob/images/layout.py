@@ -44,11 +44,17 @@ class Layout:
             fsutil.write_atomic(self.blob_path(digest), data)
         return digest
 
-    def add_file(self, tmp: str, digest: str) -> None:
+    def add_file(self, tmp: str, digest: str, mode: int = 0o644) -> None:
+        """Put the blob written at ``tmp`` in place with ``mode`` (a blob there already
+        keeps its mode, made as private as ``mode`` if it is more open)."""
         if self.has(digest):
             os.unlink(tmp)
+            path = self.blob_path(digest)
+            have = stat.S_IMODE(os.stat(path).st_mode)
+            if have & ~mode:
+                os.chmod(path, have & mode)
         else:
-            os.chmod(tmp, 0o644)
+            os.chmod(tmp, mode)
             os.rename(tmp, self.blob_path(digest))
 
     def set_ref(self, manifest: spec.Descriptor, tag: str | None) -> None:
@@ -79,7 +85,11 @@ class Layout:
 
 
 def write_archive(layout_dir: str, dest: str, epoch: int) -> None:
-    """Tar an OCI layout reproducibly (sorted, fixed mtime, 0:0) to ``dest`` atomically."""
+    """Tar an OCI layout reproducibly (sorted, fixed mtime, 0:0) to ``dest`` atomically.
+
+    Each file keeps the permissions it has in the layout (a layer blob of private
+    files is 0600 there), and the archive is as private as the most private of them:
+    what only its owner could read stays so, also once the archive is unpacked."""
     folder = os.path.dirname(os.path.abspath(dest)) or "."
     fd, tmp = tempfile.mkstemp(prefix=".tmp-archive-", dir=folder)
     try:
@@ -87,8 +97,8 @@ def write_archive(layout_dir: str, dest: str, epoch: int) -> None:
             os.fdopen(fd, "wb") as f,
             tarfile.open(fileobj=f, mode="w|", format=tarfile.PAX_FORMAT) as tf,
         ):
-            _add_layout(tf, layout_dir, epoch)
-        os.chmod(tmp, 0o644)
+            readers = _add_layout(tf, layout_dir, epoch)
+        os.chmod(tmp, 0o600 | readers)
         os.rename(tmp, dest)
     except BaseException:
         if os.path.exists(tmp):
@@ -96,7 +106,9 @@ def write_archive(layout_dir: str, dest: str, epoch: int) -> None:
         raise
 
 
-def _add_layout(tf: tarfile.TarFile, layout_dir: str, epoch: int) -> None:
+def _add_layout(tf: tarfile.TarFile, layout_dir: str, epoch: int) -> int:
+    """Add the layout's files; returns who may read all of them (group/other bits)."""
+    readers = 0o044
     root = os.open(layout_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for entry in walk(root, layout_dir):
@@ -110,7 +122,8 @@ def _add_layout(tf: tarfile.TarFile, layout_dir: str, epoch: int) -> None:
                 info.mode = 0o755
                 tf.addfile(info)
             elif stat.S_ISREG(entry.st.st_mode):
-                info.mode = 0o644
+                info.mode = 0o600 | (entry.st.st_mode & 0o044)
+                readers &= info.mode
                 blob = open_checked(entry, layout_dir, 0)
                 try:
                     info.size = os.fstat(blob).st_size
@@ -119,3 +132,4 @@ def _add_layout(tf: tarfile.TarFile, layout_dir: str, epoch: int) -> None:
                     os.close(blob)
     finally:
         os.close(root)
+    return readers

@@ -239,8 +239,10 @@ def _pack_layout(
         )
         try:
             with os.fdopen(fd, "wb") as f:
-                digest, diff_id, size = write_layer(src_dir, f, mtime=epoch, keep_owner=keep_owner)
-            layout.add_file(tmp, digest)
+                digest, diff_id, size, mode = write_layer(
+                    src_dir, f, mtime=epoch, keep_owner=keep_owner
+                )
+            layout.add_file(tmp, digest, mode)
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
