@@ -8,7 +8,7 @@ each read, write, TLS handshake and connect is given at most the time left, and
 when that runs out the operation fails with ``RegistryStalled``, naming the host of
 the connection (the registry, its token realm or the blob storage it redirected
 to). It is a network backend under httpcore's pool, so it sees every byte, the
-headers' too.
+headers' too; ``WatchedTransport`` is httpx's transport over such a pool.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from __future__ import annotations
 import time
 
 import httpcore
+import httpx
 
-from hostjob.errors import RegistryStalled
+from hostjob.errors import RegistryError, RegistryStalled
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -162,3 +163,33 @@ class WatchedBackend(httpcore.NetworkBackend):
 
     def sleep(self, seconds: float) -> None:
         self.inner.sleep(seconds)
+
+
+class WatchedTransport(httpx.HTTPTransport):
+    """httpx's transport, over an httpcore pool (direct, or through an HTTP proxy)
+    whose connections keep the stall deadline. httpx takes no network backend, so
+    the pool it would make is made here instead, as it makes it."""
+
+    def __init__(self, verify: bool, stall: float, proxy: str | None = None) -> None:
+        super().__init__(verify=verify)
+        ssl_context = httpx.create_ssl_context(verify=verify)
+        backend = WatchedBackend(httpcore.SyncBackend(), stall)
+        if proxy is None:
+            self._pool = httpcore.ConnectionPool(ssl_context=ssl_context, network_backend=backend)
+            return
+        settings = httpx.Proxy(proxy)
+        if settings.url.scheme not in ("http", "https"):
+            raise RegistryError(f"proxy {proxy}: only an http:// or https:// proxy is supported")
+        self._pool = httpcore.HTTPProxy(
+            proxy_url=httpcore.URL(
+                scheme=settings.url.raw_scheme,
+                host=settings.url.raw_host,
+                port=settings.url.port,
+                target=settings.url.raw_path,
+            ),
+            proxy_auth=settings.raw_auth,
+            proxy_headers=settings.headers.raw,
+            ssl_context=ssl_context,
+            proxy_ssl_context=settings.ssl_context,
+            network_backend=backend,
+        )

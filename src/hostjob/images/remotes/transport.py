@@ -43,20 +43,13 @@ def new_client(
     and friends, ``NO_PROXY``) the client uses for every request."""
     import httpx
 
-    from hostjob.images.remotes.stall import WatchedBackend
+    from hostjob.images.remotes.stall import WatchedTransport
 
     if not stall > 0:
         raise RegistryError(f"the stall timeout must be more than 0 seconds, not {stall:g}")
     proxy = _env_proxy(proxy_for) if proxy_for else None
-    transport = httpx.HTTPTransport(verify=verify, proxy=proxy)
-    # httpx gives no way to pass httpcore a network backend; its pool keeps it here.
-    pool = transport._pool
-    backend = getattr(pool, "_network_backend", None)
-    if backend is None:
-        raise RegistryError("this httpx/httpcore cannot watch its connections for stalls")
-    pool._network_backend = WatchedBackend(backend, stall)
     return httpx.Client(
-        transport=transport,
+        transport=WatchedTransport(verify, stall, proxy),
         timeout=httpx.Timeout(timeout, connect=min(timeout, 15.0)),
         follow_redirects=False,
         headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
