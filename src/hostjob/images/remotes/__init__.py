@@ -3,7 +3,8 @@
 Each module has one job, lowest first::
 
     transport    the HTTP client of one registry and what every part shares: origins,
-                 one-line errors, the registry's own error message, retries
+                 one-line errors, the registry's own error message (bounded), retries
+    stall        the stall deadline every connection keeps (a network backend)
     credentials  where credentials come from: ``--creds``, docker/containers auth files
     auth         the authorizer: a 401's challenge answered, tokens fetched and cached,
                  and which token realm may ever see the credentials
