@@ -28,8 +28,10 @@ turns any ``HostjobError`` into that line on stderr, a logrus-style record in
     └── ImageError             the image path (``hostjob run IMAGE``, pull, unpack)
         ├── InvalidReference   an image reference or transport that cannot be parsed
         ├── RegistryError      the registry answered with an error
+        │   └── RegistryStalled  the registry (or its token realm) stopped making progress
         ├── DigestMismatch     a blob's content does not match its digest or size
         ├── UnpackError        a hostile or broken layer tar
+        │   └── UnpackLimit    an image unpacks to more bytes or inodes than it may
         └── ImageNotFound      no such image in the store
 """
 
@@ -180,12 +182,21 @@ class RegistryError(ImageError):
     pass
 
 
+class RegistryStalled(RegistryError):
+    """A registry connection moved too little for too long (never retried: a retry
+    would only wait as long again)."""
+
+
 class DigestMismatch(ImageError):
     pass
 
 
 class UnpackError(ImageError):
     pass
+
+
+class UnpackLimit(UnpackError):
+    """An image's layers unpack to more bytes or inodes than the pull allows."""
 
 
 class ImageNotFound(ImageError):

@@ -145,6 +145,7 @@ def test_lifecycle_imports(tmp_path: Path, bundle, hj) -> None:
 PULL_MODULES = (
     "hostjob.images.pull",
     "hostjob.images.registry",
+    "hostjob.images.remotes",
     "hostjob.images.sources",
     "hostjob.images.unpack",
     "hostjob.images.pack",
