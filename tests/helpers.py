@@ -183,6 +183,18 @@ class Hostjob:
         return str(self.state(container_id)["status"])
 
 
+CGROUP_V2 = os.path.isfile("/sys/fs/cgroup/cgroup.controllers")  # unified only (no v1)
+
+
+def job_file(path: str, v1: tuple[str, str], v2: str) -> Path:
+    """A file of a job's cgroup ``path`` on this host: ``v1`` is (controller, file) on a
+    v1 or hybrid host, ``v2`` the file on a unified one."""
+    if CGROUP_V2:
+        return Path(CGROUP_ROOT, path.lstrip("/"), v2)
+    controller, name = v1
+    return Path(CGROUP_ROOT, controller, path.lstrip("/"), name)
+
+
 def cgroup_mountpoints() -> list[str]:
     """Where every cgroup hierarchy is mounted, as mountinfo says (v1, hybrid or v2): a
     cgroup v2 host has one, at /sys/fs/cgroup, a v1 host one per controller below it."""

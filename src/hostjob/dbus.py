@@ -342,12 +342,14 @@ class Connection:
         self.close()
 
     def _authenticate(self) -> None:
+        # AUTH and BEGIN in one write, as sd-bus's own clients send them: systemd 252's
+        # private socket left 2 to 8 of 12 connections unanswered (measured in the VM
+        # lane) that waited for OK before they sent BEGIN.
         uid = str(posix.geteuid()).encode().hex()
-        self.sock.sendall(b"\0AUTH EXTERNAL " + uid.encode() + b"\r\n")
+        self.sock.sendall(b"\0AUTH EXTERNAL " + uid.encode() + b"\r\nBEGIN\r\n")
         line = self._line()
         if not line.startswith(b"OK "):
             raise DBusError(f"D-Bus refused the EXTERNAL authentication: {line[:200]!r}")
-        self.sock.sendall(b"BEGIN\r\n")
 
     def _line(self) -> bytes:
         while b"\r\n" not in self._buffer:

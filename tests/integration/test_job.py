@@ -7,11 +7,23 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import Hostjob, alive, base_config, cgroup_dirs, hostjob_env, new_id, wait_for
+from tests.helpers import (
+    CGROUP_V2,
+    Hostjob,
+    alive,
+    base_config,
+    cgroup_dirs,
+    hostjob_env,
+    job_file,
+    make_bundle,
+    new_id,
+    wait_for,
+)
 
 LOOP = "while :; do sleep 0.05; done"
 
@@ -241,37 +253,100 @@ def test_foreground_run_ends_the_job(hj: Hostjob, bundle, tmp_path: Path) -> Non
     assert not alive(int(stubborn.read_text()))  # ignored SIGTERM, got SIGKILL after the grace
 
 
+CPUS = os.cpu_count() or 1
+
+
 @pytest.mark.parametrize(
     ("windows", "expect"),
     [
-        ({"cpu": {"count": 1}}, {"cpu.cfs_quota_us": "100000", "cpu.cfs_period_us": "100000"}),
-        ({"cpu": {"maximum": 5000}}, {"cpu.cfs_quota_us": str(5000 * (os.cpu_count() or 1) * 10)}),
-        ({"memory": {"limit": 100 << 20}}, {"memory.limit_in_bytes": str(100 << 20)}),
+        # (v1 controller, file, value), (v2 file, value): the same limit on either host
+        (
+            {"cpu": {"count": 1}},
+            [(("cpu", "cpu.cfs_quota_us"), "100000", "cpu.max", "100000 100000")],
+        ),
+        (
+            {"cpu": {"maximum": 5000}},
+            [
+                (
+                    ("cpu", "cpu.cfs_quota_us"),
+                    str(5000 * CPUS * 10),
+                    "cpu.max",
+                    f"{5000 * CPUS * 10} 100000",
+                )
+            ],
+        ),
+        (
+            {"memory": {"limit": 100 << 20}},
+            [(("memory", "memory.limit_in_bytes"), str(100 << 20), "memory.max", str(100 << 20))],
+        ),
     ],
 )
-def test_windows_resources(hj: Hostjob, bundle, windows: dict, expect: dict) -> None:  # type: ignore[type-arg]
+def test_windows_resources(hj: Hostjob, bundle, windows: dict, expect: list) -> None:  # type: ignore[type-arg]
     config = base_config("sleep", "300")
     config["windows"] = {"resources": windows}
     cid = detached(hj, bundle, config)
-    for name, value in expect.items():
-        controller = "cpu" if name.startswith("cpu.") else "memory"
-        assert (
-            Path(f"/sys/fs/cgroup/{controller}/hostjob/{cid}/{name}").read_text().strip() == value
-        )
+    for v1, v1_value, v2, v2_value in expect:
+        wanted = v2_value if CGROUP_V2 else v1_value
+        assert job_file(f"/hostjob/{cid}", v1, v2).read_text().strip() == wanted
     hj.ok("delete", "--force", cid)
 
 
-def test_windows_storage_limits_the_rootfs_device(hj: Hostjob, bundle, tmp_path: Path) -> None:
+@pytest.fixture
+def block_device(tmp_path: Path) -> Iterator[Path]:
+    """An ext4 filesystem on a loop device, mounted: a writable layer on a real block
+    device (tmpfs, where /tmp often is, has none)."""
+    image = tmp_path / "disk.img"
+    with open(image, "wb") as f:
+        f.truncate(64 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], check=True)
+    try:
+        mnt.chmod(0o755)
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_windows_storage_limits_the_writable_layers_device(hj: Hostjob, block_device: Path) -> None:
     config = base_config("sleep", "300")
     config["windows"] = {"resources": {"storage": {"iops": 500, "bps": 10 << 20}}}
-    b = bundle(config)
+    b = make_bundle(block_device / "bundle", config)
     dev = os.stat(b / "rootfs").st_dev
-    cid = detached(hj, bundle, config)
-    base = f"/sys/fs/cgroup/blkio/hostjob/{cid}"
+    assert os.major(dev) != 0  # a real block device
+    cid = new_id()
+    hj.ok("run", "-d", "-b", str(b), cid)
     device = f"{os.major(dev)}:{os.minor(dev)}"
-    assert f"{device} 500" in Path(f"{base}/blkio.throttle.read_iops_device").read_text()
-    assert f"{device} {10 << 20}" in Path(f"{base}/blkio.throttle.write_bps_device").read_text()
+    if CGROUP_V2:
+        limits = job_file(f"/hostjob/{cid}", ("blkio", ""), "io.max").read_text()
+        assert f"{device} rbps={10 << 20} wbps={10 << 20} riops=500 wiops=500" in limits
+    else:
+        base = f"/sys/fs/cgroup/blkio/hostjob/{cid}"
+        assert f"{device} 500" in Path(f"{base}/blkio.throttle.read_iops_device").read_text()
+        assert f"{device} {10 << 20}" in Path(f"{base}/blkio.throttle.write_bps_device").read_text()
     hj.ok("delete", "--force", cid)
+
+
+def test_windows_storage_on_no_block_device_is_named_once(hj: Hostjob, tmp_path: Path) -> None:
+    tmpfs = tmp_path / "tmpfs"
+    tmpfs.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", str(tmpfs)], check=True)
+    try:
+        config = base_config("true")
+        config["windows"] = {"resources": {"storage": {"iops": 500}}}
+        b = make_bundle(tmpfs / "bundle", config)
+        hj.ok("run", "-b", str(b), new_id())
+    finally:
+        subprocess.run(["umount", str(tmpfs)], check=True)
+    assert hj.log is not None
+    logged = hj.log.read_text()
+    assert (
+        logged.count(
+            "windows.resources.storage is ignored: the writable layer is on no block device"
+        )
+        == 1
+    )
 
 
 def test_windows_cpu_settings_are_exclusive(hj: Hostjob, bundle) -> None:

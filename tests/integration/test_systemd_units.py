@@ -133,7 +133,7 @@ def test_generate_systemd_runs_under_systemd(
     store = str(tmp_path / "store")
     name = new_id("u")
     script = f"echo started-{name}; sleep 300"
-    hj.ok("run", "-d", "--name", name, "--store", store, "--stop-timeout", "3", image, script)
+    hj.ok("run", "-d", "-q", "--name", name, "--store", store, "--stop-timeout", "3", image, script)
     unit_text = hj.ok("generate", "systemd", name)
     hj.ok("stop", name)
     hj.ok("delete", "--force", name)
@@ -173,10 +173,11 @@ def test_a_generated_unit_restarts_a_failing_program(
     marker = tmp_path / "runs"
     marker.write_text("")
     script = f"echo x >> {marker}; sleep 1; false"
-    hj.ok("run", "-d", "--name", name, "--store", store, "--restart", "on-failure:2", image, script)
+    hj.ok("run", "-d", "-q", "--name", name, "--store", store, "--restart", "on-failure:2", image, script)
     unit_text = hj.ok("generate", "systemd", name)
     hj.ok("stop", name)
     hj.ok("delete", "--force", name)
+    marker.write_text("")  # what the detached run wrote: only systemd's runs count now
     assert "Restart=on-failure" in unit_text and "StartLimitBurst=3" in unit_text
     unit = f"hostjob-{name}.service"
     service.append(unit)
