@@ -151,7 +151,9 @@ def child_main(
         posix.chdir(plan.cwd)
     except OSError as err:
         raise StartError(f"cannot enter the working directory {plan.cwd}: {err.strerror}") from err
-    program = launch_plan.find_program(plan.args[0], plan.cwd, plan.path_value(), plan.mount_point)
+    program = launch_plan.find_program(
+        plan.args[0], plan.cwd, plan.path_value(), plan.mount_point, plan.image_path
+    )
     env = plan.env
     if setup.listen_fds:
         env = [
