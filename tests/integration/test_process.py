@@ -182,7 +182,9 @@ def test_a_bare_name_the_image_lacks_is_the_hosts(hj: Hostjob, bundle) -> None:
     assert run_output(hj, bundle, base_config("uname", "-s")) == host_uname
 
 
-@pytest.mark.parametrize(("make", "message"), [("dir", "is a directory"), ("file", "permission denied")])
+@pytest.mark.parametrize(
+    ("make", "message"), [("dir", "is a directory"), ("file", "permission denied")]
+)
 def test_an_unusable_image_program_fails_create(
     hj: Hostjob, bundle, make: str, message: str, no_leaks
 ) -> None:
