@@ -45,18 +45,6 @@ ENV_RUNTIME = "HOSTJOB_DELEGATE_RUNTIME"
 DEFAULT_RUNTIME = "runc"
 BUNDLE_DIR = "bundle"  # <root>/<id>/bundle: the changed bundle, when there is one
 
-# runtime-spec namespace types -> their names under /proc/<pid>/ns
-_NS_FILES = {
-    "pid": "pid",
-    "network": "net",
-    "mount": "mnt",
-    "ipc": "ipc",
-    "uts": "uts",
-    "user": "user",
-    "cgroup": "cgroup",
-    "time": "time",
-}
-
 
 def runtime_path() -> str:
     """The real OCI runtime's absolute path (``HOSTJOB_DELEGATE_RUNTIME``, else runc)."""
@@ -279,22 +267,9 @@ def _host_domainname() -> str:
 
 
 def _on_host(entries: list[dict[str, Any]]) -> set[str]:
-    """The namespace types whose entry's ``path`` is the namespace hostjob runs in (the
-    host's: containerd's shim runs there)."""
-    found = set()
-    for entry in entries:
-        kind, path = entry.get("type"), entry.get("path")
-        name = _NS_FILES.get(kind) if type(kind) is str else None
-        if name is None or type(path) is not str or not path:
-            continue
-        try:
-            theirs = posix.stat(path)
-            ours = posix.stat(f"/proc/self/ns/{name}")
-        except OSError:
-            continue
-        if (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino):
-            found.add(str(kind))
-    return found
+    from hostjob.runtime.bundle import host_namespaces
+
+    return host_namespaces([(e.get("type"), e.get("path")) for e in entries])
 
 
 def _absolute_source(mount: object, bundle: str) -> object:

@@ -47,6 +47,7 @@ class ChildSetup:
         "extra_fds",
         "fifo",
         "hook_state",
+        "join_pod",
         "listen_fds",
         "plan",
         "release_by_pipe",
@@ -67,8 +68,12 @@ class ChildSetup:
         self.listen_fds = 0  # of which the first N are socket-activation fds
         self.start_hooks: list[Hook] = []
         self.hook_state: dict[str, Any] = {}
+        # A pod's network, IPC and UTS namespaces to join (io.hostjob.pod-namespaces:
+        # join), as root, before bind mode's mount namespace is made.
+        self.join_pod: Callable[[], None] | None = None
         # Bind mode: set up or join the private mount namespace (runs as root, after
-        # the cgroup join and before the identity switch).
+        # the cgroup join and before the identity switch); an exec joins the init's
+        # pod namespaces with it.
         self.enter_namespace: Callable[[], None] | None = None
         # run -d IMAGE: stdout and stderr are these FIFOs (their watcher reads them),
         # stdin is /dev/null (see ``_connect_stdio``).
@@ -122,6 +127,8 @@ def child_main(
                 f"cannot set rlimit {_rlimit_name(number)} to soft {_limit(soft)},"
                 f" hard {_limit(hard)}: {reason}"
             ) from err
+    if setup.join_pod is not None:
+        setup.join_pod()
     if setup.enter_namespace is not None:
         setup.enter_namespace()
     if plan.create_cwd and not paths.isdir(plan.cwd):

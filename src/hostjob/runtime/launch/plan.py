@@ -319,8 +319,7 @@ def find_program(
     for entry, in_image in [(e, True) for e in image_dirs] + [
         (e, False) for e in path_value.split(":")
     ]:
-        inside = in_image or _under(entry, root)
-        if inside:
+        if in_image or _under(entry, root):
             # A path of the image: its symlinks lead where they lead inside the image.
             relative = entry[len(root) :] if _under(entry, root) else entry
             candidate = in_root(root, paths.join(relative, arg0))

@@ -183,6 +183,10 @@ def create(
             from hostjob.runtime.sandbox.namespace import enter_bind_namespace
 
             setup.enter_namespace = enter_bind_namespace(job)
+        if job.pod_namespaces:
+            from hostjob.runtime.sandbox.join import join_pod
+
+            setup.join_pod = join_pod(job.pod_namespaces)
         setup.start_hooks = job.hooks_for("startContainer")
         setup.hook_state = container.hook_state(Status.CREATED, None)
         if options.daemon is not None:

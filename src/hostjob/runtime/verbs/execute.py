@@ -111,10 +111,13 @@ def exec_in_job(container: Handle, process: ProcessConfig, options: ExecOptions)
     setup = ChildSetup(launch_plan.plan(job, process), entry)
     setup.console = console
     setup.extra_fds = options.preserve_fds
-    if job.mount_mode == "bind":
+    # The init's namespaces: bind mode's mount namespace, a pod's that it joined.
+    kinds: tuple[str, ...] = ("mnt",) if job.mount_mode == "bind" else ()
+    kinds += tuple(ns.type for ns in job.pod_namespaces or [])
+    if kinds:
         from hostjob.runtime.sandbox.join import join_namespace
 
-        setup.enter_namespace = join_namespace(record.pid, record.start_time)
+        setup.enter_namespace = join_namespace(record.pid, record.start_time, kinds)
     master = -1
     child = None
     try:
