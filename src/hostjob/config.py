@@ -137,6 +137,10 @@ def to_job_config(
         )
     if resources is not None and resources.unified:
         wire.check_unified(resources.unified)
+    if linux.seccomp is not None:
+        from hostjob import seccomp
+
+        seccomp.check(linux.seccomp)
     host = host or HostFacts()
     joined = None
     if is_cri(annotations):  # any other client's namespaces are ignored
@@ -158,6 +162,7 @@ def to_job_config(
         inherit_user=_truthy(annotations.get(ANNOTATION_INHERIT_USER))
         or _truthy(annotations.get(HCS_INHERIT_USER)),
         pod_namespaces=joined or None,
+        seccomp=linux.seccomp,
     )
 
 
@@ -190,7 +195,6 @@ _IGNORED: tuple[tuple[str, str], ...] = (
     ("linux.namespaces", "linux.namespaces"),
     ("linux.uid_mappings", "linux.uidMappings"),
     ("linux.gid_mappings", "linux.gidMappings"),
-    ("linux.seccomp", "linux.seccomp"),
     ("linux.masked_paths", "linux.maskedPaths"),
     ("linux.readonly_paths", "linux.readonlyPaths"),
     ("linux.devices", "linux.devices"),

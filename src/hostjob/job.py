@@ -173,6 +173,7 @@ class JobConfig(Model):
         "readonly",
         "resources_json",
         "rootfs",
+        "seccomp",
         "volumes",
     )
     oci_version: str
@@ -190,6 +191,7 @@ class JobConfig(Model):
     inherit_user: bool
     image: str | None  # hostjob run IMAGE: the image's name in the store
     pod_namespaces: list[PodNamespace] | None  # joined by every process of the job
+    seccomp: dict[str, Any] | None  # linux.seccomp, checked: every process runs under it
     FIELDS = (
         ("ociVersion", "oci_version", string),
         ("bundle", "bundle", string),
@@ -206,6 +208,7 @@ class JobConfig(Model):
         ("inheritUser", "inherit_user", boolean),
         ("image", "image", string),
         ("podNamespaces", "pod_namespaces", list_of(model(PodNamespace))),
+        ("seccomp", "seccomp", json_object),
     )
 
     def __init__(self, **values: Any) -> None:

@@ -109,7 +109,7 @@ def test_ignored_fields_warn_once_each(hj: Hostjob, bundle, tmp_path: Path) -> N
     warnings = [r["msg"] for r in records if r["level"] == "warning"]
     expected = [
         "hostname", "domainname", "linux.namespaces", "linux.uidMappings", "linux.gidMappings",
-        "linux.seccomp", "linux.maskedPaths", "linux.readonlyPaths", "linux.devices",
+        "linux.maskedPaths", "linux.readonlyPaths", "linux.devices",
         "linux.mountLabel", "process.apparmorProfile", "process.selinuxLabel",
     ]  # fmt: skip
     assert len(warnings) == len(expected)

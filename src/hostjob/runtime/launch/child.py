@@ -142,6 +142,10 @@ def child_main(
         except OSError as err:
             raise StartError(f"cannot open the exec fifo {setup.fifo}: {_reason(err)}") from err
 
+    if plan.seccomp is not None and not plan.no_new_privileges:
+        # Without no_new_privs the kernel asks for CAP_SYS_ADMIN: before the switch
+        # drops it (runc's order).
+        _load_seccomp(plan)
     _switch_identity(plan)
     if plan.umask is not None:
         posix.umask(plan.umask)
@@ -187,10 +191,28 @@ def child_main(
         state = dict(setup.hook_state, pid=posix.getpid(), status="created")
         run_hooks("startContainer", setup.start_hooks, state)
     _reset_signals()
+    environment = env_dict(env)
+    if plan.seccomp is not None and plan.no_new_privileges:
+        _load_seccomp(plan)  # the very last step: as few system calls as can be under it
     try:
-        posix.execve(program, plan.args, env_dict(env))
+        posix.execve(program, plan.args, environment)
     except OSError as err:
         raise StartError(f'exec: "{plan.args[0]}": {err.strerror}') from err
+
+
+def _load_seccomp(plan: LaunchPlan) -> None:
+    from hostjob import seccomp
+
+    assert plan.seccomp is not None
+    try:
+        seccomp.install(plan.seccomp)
+    except OSError as err:
+        hint = ""
+        if err.errno == errno.EACCES:
+            hint = " (without noNewPrivileges the process needs CAP_SYS_ADMIN)"
+        raise StartError(
+            f"cannot load the seccomp filter (linux.seccomp): {_reason(err)}{hint}"
+        ) from err
 
 
 def _connect_stdio(stdout: str, stderr: str) -> None:

@@ -21,6 +21,7 @@ from hostjob.linux import cap_mask
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.job import JobConfig, ProcessConfig
+    from hostjob.seccomp import Filter
 
 SANDBOX_VAR = "CONTAINER_SANDBOX_MOUNT_POINT"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -57,6 +58,7 @@ class LaunchPlan:
         "no_new_privileges",
         "oom_score_adj",
         "rlimits",
+        "seccomp",
         "terminal",
         "umask",
         "user",
@@ -78,6 +80,7 @@ class LaunchPlan:
         # (bounding, effective, permitted, inheritable, ambient) masks, or None to keep
         self.capabilities: tuple[int, int, int, int, int] | None = None
         self.oom_score_adj: int | None = None
+        self.seccomp: Filter | None = None  # linux.seccomp, compiled
         self.terminal = False
         self.console_height: int | None = None
         self.console_width: int | None = None
@@ -266,6 +269,10 @@ def plan(job: JobConfig, proc: ProcessConfig) -> LaunchPlan:
             cap_mask(sets.get("ambient", [])),
         )
     result.oom_score_adj = proc.oom_score_adj
+    if job.seccomp is not None:
+        from hostjob import seccomp  # compiled here: its errors are create's (or exec's)
+
+        result.seccomp = seccomp.build(job.seccomp)
     result.terminal = proc.terminal
     result.console_height = proc.console_height
     result.console_width = proc.console_width
