@@ -187,5 +187,7 @@ def test_spec_and_features(tmp_path: Path) -> None:
     assert features["hooks"] == [
         "prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop",
     ]  # fmt: skip
-    assert features["linux"]["seccomp"]["enabled"] is False
+    assert features["linux"]["seccomp"]["enabled"] is True
+    assert "SCMP_ACT_ERRNO" in features["linux"]["seccomp"]["actions"]
+    assert "SCMP_ACT_NOTIFY" not in features["linux"]["seccomp"]["actions"]
     assert "CAP_SYS_ADMIN" in features["linux"]["capabilities"]
