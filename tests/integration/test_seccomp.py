@@ -108,3 +108,27 @@ def test_the_record_keeps_the_profile_for_exec(hj: Hostjob, bundle) -> None:
         assert state["config"]["seccomp"] == DENY_MKDIR
     finally:
         hj.ok("delete", "--force", cid)
+
+
+def test_exec_installs_the_filter_create_compiled(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    """exec does not compile the profile again: it installs the filter kept in the
+    container's state directory (here swapped for one returning another errno)."""
+    from hostjob import seccomp
+
+    target = tmp_path / "t"
+    target.mkdir()
+    cid = new_id()
+    hj.ok("create", "-b", str(bundle(with_profile(["sleep", "300"], DENY_MKDIR))), cid)
+    try:
+        kept = hj.root / cid / "seccomp.bpf"
+        assert kept.stat().st_mode & 0o777 == 0o600
+        other = dict(DENY_MKDIR, syscalls=[dict(DENY_MKDIR["syscalls"][0], errnoRet=28)])
+        seccomp.save(seccomp.build(other), str(kept))
+        out = hj("exec", cid, "mkdir", str(target / "x")).stderr
+        assert "No space left on device" in out, out  # errno 28: the kept filter's
+        kept.unlink()  # none kept (a record from before): compiled from the profile
+        out = hj("exec", cid, "mkdir", str(target / "x")).stderr
+        assert "Read-only file system" in out, out
+    finally:
+        hj.ok("delete", "--force", cid)
+    assert not (hj.root / cid).exists()

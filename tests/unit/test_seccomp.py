@@ -255,3 +255,45 @@ def test_the_flags_are_given_to_the_kernel() -> None:
         return f"{lines['Seccomp'].strip()} {lines['Seccomp_filters'].strip()}"
 
     assert run_under(document, status)[0] == "2 1"
+
+
+def test_the_compiled_filter_is_kept_for_exec(tmp_path: Any) -> None:
+    compiled = seccomp.build(
+        profile({"names": ["mkdir"], "action": "SCMP_ACT_ERRNO"}, flags=["SECCOMP_FILTER_FLAG_LOG"])
+    )
+    path = str(tmp_path / "seccomp.bpf")
+    seccomp.save(compiled, path)
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    again = seccomp.load(path)
+    assert again is not None
+    assert (again.program, again.flags, again.syscall_nr) == (
+        compiled.program,
+        compiled.flags,
+        compiled.syscall_nr,
+    )
+
+
+@pytest.mark.parametrize("damage", ["missing", "empty", "garbage", "truncated"])
+def test_a_kept_filter_that_is_not_whole_is_compiled_again(tmp_path: Any, damage: str) -> None:
+    compiled = seccomp.build(profile({"names": ["mkdir"], "action": "SCMP_ACT_ERRNO"}))
+    path = tmp_path / "seccomp.bpf"
+    seccomp.save(compiled, str(path))
+    data = path.read_bytes()
+    if damage == "missing":
+        path.unlink()
+    elif damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "garbage":
+        path.write_bytes(b"x" * len(data))
+    else:
+        path.write_bytes(data[:-3])
+    assert seccomp.load(str(path)) is None
+
+
+def test_a_flag_the_kernel_lacks_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel is asked (seccomp(2) with no program: EINVAL for an unknown flag)."""
+    assert seccomp._kernel_has_flag(seccomp.build(profile()).syscall_nr, 2)
+    assert not seccomp._kernel_has_flag(seccomp.build(profile()).syscall_nr, 1 << 30)
+    monkeypatch.setitem(seccomp.FLAGS, "SECCOMP_FILTER_FLAG_LOG", 1 << 30)
+    with pytest.raises(ConfigError, match=r"flags\[0\]: this kernel lacks SECCOMP_FILTER_FLAG_LOG"):
+        seccomp.build(profile(flags=["SECCOMP_FILTER_FLAG_LOG"]))

@@ -243,8 +243,9 @@ def working_dir(cwd: str | None, mount_point: str, mode: str) -> tuple[str, bool
     return paths.normpath(paths.join(mount_point, cwd.lstrip("/"))), True
 
 
-def plan(job: JobConfig, proc: ProcessConfig) -> LaunchPlan:
-    """The launch plan of ``proc``, a process of the job container ``job``."""
+def plan(job: JobConfig, proc: ProcessConfig, compiled: Filter | None = None) -> LaunchPlan:
+    """The launch plan of ``proc``, a process of the job container ``job`` (``compiled``:
+    its seccomp profile compiled already, by the create that ``exec`` follows)."""
     mount_point = job.mount_point
     creds = resolve_user(proc, job.inherit_user)
     result = LaunchPlan()
@@ -272,7 +273,7 @@ def plan(job: JobConfig, proc: ProcessConfig) -> LaunchPlan:
     if job.seccomp is not None:
         from hostjob import seccomp  # compiled here: its errors are create's (or exec's)
 
-        result.seccomp = seccomp.build(job.seccomp)
+        result.seccomp = compiled or seccomp.build(job.seccomp)
     result.terminal = proc.terminal
     result.console_height = proc.console_height
     result.console_width = proc.console_width

@@ -20,7 +20,7 @@ from hostjob.runtime.launch import plan as launch_plan
 from hostjob.runtime.launch.child import ChildSetup
 from hostjob.runtime.launch.foreground import TerminalPair, wait_attached
 from hostjob.runtime.launch.spawn import spawn
-from hostjob.runtime.record import write_pid_file
+from hostjob.runtime.record import SECCOMP_NAME, write_pid_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -108,7 +108,12 @@ def exec_in_job(container: Handle, process: ProcessConfig, options: ExecOptions)
             raise HostjobError("cannot allocate a tty for a detached exec without --console-socket")
         terminal = TerminalPair()
         console = terminal.child_fd
-    setup = ChildSetup(launch_plan.plan(job, process), entry)
+    compiled = None
+    if job.seccomp is not None:
+        from hostjob import seccomp
+
+        compiled = seccomp.load(container.store.path(container.id, SECCOMP_NAME))
+    setup = ChildSetup(launch_plan.plan(job, process, compiled), entry)
     setup.console = console
     setup.extra_fds = options.preserve_fds
     # The init's namespaces: bind mode's mount namespace, a pod's that it joined.
