@@ -2,9 +2,10 @@
 sees"): user, environment, sandbox mount point substitution, PATH, working directory and
 program.
 
-Everything but the program is decided here, in the runtime, before the fork;
-the program is looked up by the child after it has become the target user
-(``find_program``), so that permissions are the user's own.
+Everything but the program is decided here, in the runtime, before the fork (a seccomp
+profile is compiled here too); the program is looked up by the child after it has become
+the target user (``find_program``: a bare name in the image's own PATH first), so that
+permissions are the user's own.
 """
 
 from __future__ import annotations
