@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import shutil
 import sys
 import tempfile
@@ -52,7 +53,9 @@ CGROUP_PARENT = "/compat-bench"
 
 
 class Lifecycle:
-    def __init__(self, workdir: Path, runtimes: list[harness.Runtime]) -> None:
+    def __init__(
+        self, workdir: Path, runtimes: list[harness.Runtime], seccomp: Path | None = None
+    ) -> None:
         self.workdir = workdir
         self.rootfs = image.build_rootfs(workdir / "rootfs")
         self.bundles: dict[str, Path] = {}
@@ -75,6 +78,12 @@ class Lifecycle:
             )
             self.roots[r.name] = workdir / f"state-{r.name}"
             self.roots[r.name].mkdir()
+        if seccomp is not None:  # every runtime's configs get the same linux.seccomp
+            profile = json.loads(seccomp.read_text())
+            for bundle in (*self.bundles.values(), *self.sleepers.values()):
+                config = json.loads((bundle / "config.json").read_text())
+                config["linux"]["seccomp"] = profile
+                (bundle / "config.json").write_text(json.dumps(config, indent=2))
 
     def cmd(self, r: harness.Runtime, *args: str | os.PathLike[str]) -> list[str]:
         return [str(r.client_path), "--root", str(self.roots[r.name]), *map(str, args)]
@@ -169,6 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     p = common_args(__doc__ or "")
     p.add_argument("--runs", type=int, default=30, help="measured rounds (default 30)")
     p.add_argument("--warmup", type=int, default=3, help="dropped rounds (default 3)")
+    p.add_argument(
+        "--seccomp",
+        type=Path,
+        help="a runtime-spec seccomp profile (JSON) every runtime's config gets as linux.seccomp",
+    )
     args = p.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="hostjob-bench-lifecycle-"))
     rc = 0
@@ -176,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         harness.require_root()
         with contextlib.ExitStack() as stack:
             runtimes = resolve_runtimes(args, workdir, stack)
-            lc = Lifecycle(workdir, runtimes)
+            lc = Lifecycle(workdir, runtimes, args.seccomp)
             stack.callback(report_problems, "lifecycle", functools.partial(lc.cleanup, runtimes))
             become_subreaper()
             for r in runtimes:

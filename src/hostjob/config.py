@@ -29,7 +29,7 @@ from hostjob.job import (
     Volume,
     merge_resources,
 )
-from hostjob.pods import default_mount_mode, is_job_container
+from hostjob.pods import default_mount_mode, is_cri, is_job_container, pod_namespaces
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -76,14 +76,18 @@ RLIMIT_NAMES = (
 
 class HostFacts:
     """What the conversion needs to know about the host, probed by the caller
-    (``hostjob.runtime.bundle.probe_host``): only ``windows.resources`` uses it."""
+    (``hostjob.runtime.bundle.probe_host``): ``windows.resources`` and a pod's namespaces."""
 
-    __slots__ = ("cpus", "layer_device")
+    __slots__ = ("cpus", "layer_device", "namespace_ids", "namespaces_on_host")
 
     def __init__(self, cpus: int = 1, layer_device: tuple[int, int] | None = None) -> None:
         self.cpus = cpus  # online CPUs: windows.resources.cpu.count/maximum are shares of them
         # (major, minor) of the block device holding the writable layer (storage limits)
         self.layer_device = layer_device
+        # linux.namespaces types whose path is the host's own namespace
+        self.namespaces_on_host: set[str] = set()
+        # path -> (st_dev, st_ino) of each namespace path that exists
+        self.namespace_ids: dict[str, tuple[int, int]] = {}
 
 
 # --- the conversion -------------------------------------------------------------------------
@@ -133,6 +137,15 @@ def to_job_config(
         )
     if resources is not None and resources.unified:
         wire.check_unified(resources.unified)
+    if linux.seccomp is not None:
+        from hostjob import seccomp
+
+        seccomp.check(linux.seccomp)
+    host = host or HostFacts()
+    joined = None
+    if is_cri(annotations):  # any other client's namespaces are ignored
+        pairs = [(e.type or "", e.path) for e in linux.namespaces or []]
+        joined = pod_namespaces(annotations, pairs, host.namespaces_on_host, host.namespace_ids)
     return JobConfig(
         oci_version=spec.oci_version or wire.OCI_VERSION,
         bundle=bundle,
@@ -148,6 +161,8 @@ def to_job_config(
         annotations=annotations,
         inherit_user=_truthy(annotations.get(ANNOTATION_INHERIT_USER))
         or _truthy(annotations.get(HCS_INHERIT_USER)),
+        pod_namespaces=joined or None,
+        seccomp=linux.seccomp,
     )
 
 
@@ -180,7 +195,6 @@ _IGNORED: tuple[tuple[str, str], ...] = (
     ("linux.namespaces", "linux.namespaces"),
     ("linux.uid_mappings", "linux.uidMappings"),
     ("linux.gid_mappings", "linux.gidMappings"),
-    ("linux.seccomp", "linux.seccomp"),
     ("linux.masked_paths", "linux.maskedPaths"),
     ("linux.readonly_paths", "linux.readonlyPaths"),
     ("linux.devices", "linux.devices"),

@@ -136,6 +136,24 @@ class Volume(Model):
     )
 
 
+class PodNamespace(Model):
+    """A pod's namespace that the job's processes join (``io.hostjob.pod-namespaces``):
+    its type, the path containerd gave, and the file's identity when ``create`` looked,
+    which the joining process checks the file it opens against."""
+
+    __slots__ = ("device", "inode", "path", "type")
+    type: str
+    path: str
+    device: int
+    inode: int
+    FIELDS = (
+        ("type", "type", string),
+        ("path", "path", string),
+        ("device", "device", integer),
+        ("inode", "inode", integer),
+    )
+
+
 class JobConfig(Model):
     """Everything hostjob needs to run and later manage one job container."""
 
@@ -150,10 +168,12 @@ class JobConfig(Model):
         "mount_mode",
         "mount_point",
         "oci_version",
+        "pod_namespaces",
         "process",
         "readonly",
         "resources_json",
         "rootfs",
+        "seccomp",
         "volumes",
     )
     oci_version: str
@@ -170,6 +190,8 @@ class JobConfig(Model):
     annotations: dict[str, str]
     inherit_user: bool
     image: str | None  # hostjob run IMAGE: the image's name in the store
+    pod_namespaces: list[PodNamespace] | None  # joined by every process of the job
+    seccomp: dict[str, Any] | None  # linux.seccomp, checked: every process runs under it
     FIELDS = (
         ("ociVersion", "oci_version", string),
         ("bundle", "bundle", string),
@@ -185,6 +207,8 @@ class JobConfig(Model):
         ("annotations", "annotations", string_map),
         ("inheritUser", "inherit_user", boolean),
         ("image", "image", string),
+        ("podNamespaces", "pod_namespaces", list_of(model(PodNamespace))),
+        ("seccomp", "seccomp", json_object),
     )
 
     def __init__(self, **values: Any) -> None:

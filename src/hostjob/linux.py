@@ -43,6 +43,9 @@ MS_SHARED = 1 << 20
 
 # namespaces
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWNET = 0x40000000
 
 # prctl(2) options
 PR_SET_KEEPCAPS = 8
@@ -91,6 +94,7 @@ class _Binding:
     ULong: Any
     UInt32: Any
     UInt64: Any
+    addressof: Any
     byref: Any
     sizeof: Any
     get_errno: Any
@@ -129,12 +133,33 @@ class _Binding:
         self.ULong = ULong
         self.UInt32 = UInt32
         self.UInt64 = UInt64
+        self.addressof = c.addressof
         self.byref = c.byref
         self.sizeof = c.sizeof
         self.get_errno = c.get_errno
         # dlopen(NULL): the program and the libraries it links, libc and CPython's API.
         self.libc = _Library(c.dlopen(None, 0), Function)
         self.pyapi = _Library(self.libc.handle, PythonFunction)
+
+
+def load_library(name: str) -> Any:
+    """The shared library ``name`` (``libseccomp.so.2``), its functions as libc's here:
+    ``lib.name(...)`` returns an int, errno kept. OSError when it cannot be loaded."""
+    import _ctypes as _c
+
+    return _Library(_c.dlopen(name, 0), type(_ffi().libc.getpid))
+
+
+def binding() -> Any:
+    """The C types and libc (``_Binding``) for another module that calls C through this
+    one (``hostjob.seccomp``): ``Long``, ``ULong``, ``UInt64``, ``byref``, ``sizeof``,
+    ``get_errno``, ``libc``."""
+    return _ffi()
+
+
+def syscall(number: int, *args: Any) -> int:
+    """syscall(2): ints as C longs, other arguments (``byref``) as they are; -1 + errno."""
+    return _syscall(number, *args)
 
 
 class _Library:

@@ -7,6 +7,7 @@ a confined container's runtime must get. Pure: the caller reads the config."""
 from __future__ import annotations
 
 from hostjob.errors import ConfigError
+from hostjob.job import PodNamespace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,6 +23,17 @@ CRIO_CONTAINER_TYPE = "io.kubernetes.cri-o.ContainerType"
 # A container hostjob hands to a real OCI runtime says "false" here (or its pod does,
 # naming it: ``io.hostjob.job-container.<name>``).
 ANNOTATION_JOB_CONTAINER = "io.hostjob.job-container"
+
+# A pod annotation: "join" makes the pod's job containers join its sandbox's network, IPC
+# and UTS namespaces (the sandbox then goes to the real runtime, which makes them).
+ANNOTATION_POD_NAMESPACES = "io.hostjob.pod-namespaces"
+POD_NAMESPACES_JOIN = "join"
+
+
+def is_cri(annotations: dict[str, str]) -> bool:
+    """Whether Kubernetes' container runtime (containerd's CRI plugin, CRI-O) created the
+    container, for a pod."""
+    return CRI_CONTAINER_TYPE in annotations or CRIO_CONTAINER_TYPE in annotations
 
 
 def default_mount_mode(annotations: dict[str, str]) -> str:
@@ -69,6 +81,8 @@ def is_job_container(annotations: dict[str, str]) -> bool:
         return own
     kind = annotations.get(CRI_CONTAINER_TYPE) or annotations.get(CRIO_CONTAINER_TYPE)
     if kind == "sandbox":
+        if joins_pod_namespaces(annotations):
+            return False  # the pause holds real namespaces for the job containers to join
         prefix = ANNOTATION_JOB_CONTAINER + "."
         for key in sorted(annotations):
             if key.startswith(prefix) and _job_container_value(annotations, key) is False:
@@ -118,3 +132,93 @@ def confined_namespaces(
         else:
             out.append(entry)
     return out if changed else None
+
+
+def joins_pod_namespaces(annotations: dict[str, str]) -> bool:
+    """``io.hostjob.pod-namespaces: join``; another value is a ConfigError."""
+    value = annotations.get(ANNOTATION_POD_NAMESPACES)
+    if value is None:
+        return False
+    if value != POD_NAMESPACES_JOIN:
+        raise ConfigError(
+            f"must be {POD_NAMESPACES_JOIN!r}, not {value!r}",
+            f"annotations.{ANNOTATION_POD_NAMESPACES}",
+        )
+    return True
+
+
+# The namespaces a pod asks for that a job container cannot have of its own, each with
+# the pod field that puts the pod in the host's (Kubernetes gives a pod the host's UTS
+# namespace with its network).
+_POD_FIELDS = {
+    "network": ("network", "hostNetwork"),
+    "uts": ("UTS", "hostNetwork"),
+    "ipc": ("IPC", "hostIPC"),
+    "pid": ("PID", "hostPID"),
+    "user": ("user", "hostUsers"),
+}
+JOINABLE = ("network", "ipc", "uts")
+
+
+def pod_namespaces(
+    annotations: dict[str, str],
+    entries: list[tuple[str, str | None]],
+    on_host: set[str],
+    ids: dict[str, tuple[int, int]],
+) -> list[PodNamespace]:
+    """For a job container that Kubernetes' runtime created (``is_cri``): the namespaces it
+    joins, else a ConfigError naming the pod fields to set. ``entries``: its
+    ``linux.namespaces`` as (type, path); ``on_host`` and ``ids`` the caller's probes (the
+    types whose path is the host's namespace; path -> (st_dev, st_ino)).
+
+    containerd lists a namespace for every container: the sandbox's own (no ``path``: a new
+    namespace) and, for a container, the sandbox's by ``path``. A pod on the host's network,
+    IPC and PID (a HostProcess-style pod, whose sandbox runs on the host) gets entries
+    whose path is the host's own namespace: ``on_host`` names those types (the caller
+    compares the files with its own, never deciding by presence). Any other network, IPC,
+    UTS or PID entry asks for isolation a process on the host does not have: refused --
+    unless the pod opts in with ``io.hostjob.pod-namespaces: join``, and then a network,
+    IPC or UTS path (its sandbox's, made by the real runtime) is joined. A PID namespace
+    cannot be joined by a process that is already running: always refused."""
+    join = joins_pod_namespaces(annotations)
+    joined: dict[str, str] = {}
+    refused: list[str] = []
+    for kind, path in entries:
+        if kind not in _POD_FIELDS or kind in on_host:
+            continue
+        if join and kind in JOINABLE and path:
+            joined[kind] = path
+        elif kind not in refused:
+            refused.append(kind)
+    if refused:
+        raise ConfigError(refusal(refused, join), "linux.namespaces")
+    out = []
+    for kind, path in joined.items():
+        found = ids.get(path)
+        if found is None:
+            raise ConfigError(f"the {kind} namespace {path} does not exist", "linux.namespaces")
+        out.append(PodNamespace(type=kind, path=path, device=found[0], inode=found[1]))
+    return out
+
+
+def refusal(kinds: list[str], join: bool) -> str:
+    """The one line that says which pod fields a refused pod must set."""
+    order = list(_POD_FIELDS)
+    kinds = sorted(kinds, key=order.index)
+    names = _and([_POD_FIELDS[k][0] for k in kinds])
+    fields = _and([f"{f}: true" for f in dict.fromkeys(_POD_FIELDS[k][1] for k in kinds)])
+    plural = "s" if len(kinds) > 1 else ""
+    line = (
+        f"the pod asks for its own {names} namespace{plural}, which a job container cannot"
+        f" give (it runs in the host's): set {fields} in the pod spec"
+    )
+    if not join and any(k in JOINABLE for k in kinds):
+        line += (
+            f", or the pod annotation {ANNOTATION_POD_NAMESPACES}: {POD_NAMESPACES_JOIN}"
+            " to join the pod's network, IPC and UTS namespaces"
+        )
+    return line
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]

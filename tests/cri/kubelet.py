@@ -75,8 +75,9 @@ SERVICE_ENV = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT"
 """The ``kubernetes`` service's variables the kubelet gives every container (in-cluster
 clients need them); only strings here."""
 
-HOST_NAMESPACES = cri.NamespaceOption(network=cri.NODE, pid=cri.NODE, ipc=cri.POD)
-"""``hostNetwork: true`` + ``hostPID: true`` (IPC stays the pod's, as without ``hostIPC``)."""
+HOST_NAMESPACES = cri.NamespaceOption(network=cri.NODE, pid=cri.NODE, ipc=cri.NODE)
+"""``hostNetwork: true`` + ``hostPID: true`` + ``hostIPC: true``: what a pod of job containers
+must say (any namespace of its own is refused)."""
 
 LOG_LINE = re.compile(
     r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) "
@@ -544,6 +545,7 @@ class Pod:
         init: bool = False,
         privileged: bool = False,
         image: str = TOOLS_IMAGE,
+        seccomp: cri.SecurityProfile | None = None,
     ) -> tuple[cri.ContainerConfig, Path]:
         """The kubelet's ContainerConfig for one container of this pod (and the termination-log
         file it made for it): ``volumes``, the token volume (admission appends it to the
@@ -583,6 +585,7 @@ class Pod:
                     privileged=privileged,
                     masked_paths=MASKED_PATHS,
                     readonly_paths=READONLY_PATHS,
+                    seccomp=seccomp,
                 ),
             ),
         )

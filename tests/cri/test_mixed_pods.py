@@ -12,10 +12,14 @@ Both ways of saying which container is not a job container:
   then, its namespaces the host's: the confined container gets IPC and PID namespaces of its own
   instead of joining those.
 
-The pod is on the host's network without the host's PID namespace. Kubernetes shares the host's
-network and UTS namespaces with every container of a host-network pod, and so does runc with a
-sandbox of its own: the confined container is asserted to have exactly that -- the host's
-network and UTS namespaces, mount, PID and IPC namespaces of its own.
+The pod is on the host's network and PID namespace (its job container cannot have a PID
+namespace of its own: without ``hostPID`` it is refused); in the ``pod`` form it keeps its own
+IPC namespace, which the job init container joins (``io.hostjob.pod-namespaces: join``), in
+the ``container`` form the job sandbox asks for the host's IPC too. Kubernetes shares the
+host's network and UTS namespaces with every container of a host-network pod, and so does runc
+with a sandbox of its own: the confined container is asserted to have exactly that -- the
+host's network and UTS namespaces, mount, PID and IPC namespaces of its own (hostjob never
+gives a confined container the host's IPC or PID namespace).
 """
 
 from __future__ import annotations
@@ -32,7 +36,9 @@ from tests.helpers import hostjob_cmd
 from .kubelet import CALL_TIMEOUT, Node
 from .test_pods import IDLE, container_pid, delete_and_check, sandbox_pid, sh, v1_cgroup
 
-HOST_NETWORK_OWN_PID = cri.NamespaceOption(network=cri.NODE, pid=cri.CONTAINER, ipc=cri.POD)
+JOINED_IPC = cri.NamespaceOption(network=cri.NODE, pid=cri.NODE, ipc=cri.POD)
+ALL_HOST = cri.NamespaceOption(network=cri.NODE, pid=cri.NODE, ipc=cri.NODE)
+JOIN = {"io.hostjob.pod-namespaces": "join"}
 NAMESPACES = ("mnt", "pid", "ipc", "net", "uts")
 IMAGE_ROOT = "bin dev etc proc root run sys tmp usr var"
 """The tools image's top-level directories (``tests/compat/image.DIRS``)."""
@@ -54,9 +60,10 @@ def runc_ids(root: Path) -> list[str]:
 def test_job_init_then_confined_main(kubelet_node: Node, tmp_path: Path, form: str) -> None:
     node = kubelet_node
     marker = tmp_path / "prepared-by-init"
-    pod_annotations = {"io.hostjob.job-container.main": "false"} if form == "pod" else {}
+    pod_annotations = {"io.hostjob.job-container.main": "false", **JOIN} if form == "pod" else {}
     main_annotations = {"io.hostjob.job-container": "false"} if form == "container" else {}
-    pod = node.pod(f"mixed-{form}", namespaces=HOST_NETWORK_OWN_PID, annotations=pod_annotations)
+    namespaces = JOINED_IPC if form == "pod" else ALL_HOST
+    pod = node.pod(f"mixed-{form}", namespaces=namespaces, annotations=pod_annotations)
     pod.run()
 
     # the sandbox: runc's when the pod names a confined container, else a job container
@@ -66,7 +73,7 @@ def test_job_init_then_confined_main(kubelet_node: Node, tmp_path: Path, form: s
         assert os.readlink(route).endswith("/runc")
         assert pod.sandbox_id in runc_ids(node.delegate_root)
         assert os.readlink(f"/proc/{pause}/ns/ipc") != host_ns("ipc")  # the pod's own
-        assert os.readlink(f"/proc/{pause}/ns/pid") != host_ns("pid")
+        assert os.readlink(f"/proc/{pause}/ns/pid") == host_ns("pid")  # hostPID
     else:
         assert not os.path.lexists(route)
         assert os.readlink(f"/proc/{pause}/ns/ipc") == host_ns("ipc")  # a job: the host's
@@ -74,10 +81,14 @@ def test_job_init_then_confined_main(kubelet_node: Node, tmp_path: Path, form: s
     assert v1_cgroup(pause, "memory") == f"{pod.cgroup_parent}/{pod.sandbox_id}"
 
     # the init container is a job container: it writes on the host, at an absolute path
-    init = pod.run_container("prepare", sh(f"echo prepared > {marker}; echo init-done"), init=True)
+    # (in the pod form it joins the pod's IPC namespace, runc's pause's)
+    script = f"echo prepared > {marker}; echo ipc=$(readlink /proc/self/ns/ipc); echo init-done"
+    init = pod.run_container("prepare", sh(script), init=True)
     status = pod.wait_exited(init)
     assert (status.exit_code, status.reason) == (0, "Completed"), status
     assert marker.read_text() == "prepared\n"
+    ipc = [t for _, _, t in pod.log(init) if t.startswith("ipc=")]
+    assert ipc == [f"ipc={os.readlink(f'/proc/{pause}/ns/ipc')}"], ipc
 
     # the main container is confined: runc runs it in namespaces of its own
     script = "; ".join(

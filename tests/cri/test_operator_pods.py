@@ -92,7 +92,7 @@ class SnippetPod:
             namespaces=cri.NamespaceOption(
                 network=cri.NODE if spec.get("hostNetwork") else cri.POD,
                 pid=cri.NODE if spec.get("hostPID") else cri.CONTAINER,
-                ipc=cri.POD,
+                ipc=cri.NODE if spec.get("hostIPC") else cri.POD,
             ),
             annotations=meta.get("annotations") or {},
         )

@@ -396,17 +396,30 @@ def test_oom_kill_is_reported(kubelet_node: Node) -> None:
     delete_and_check(node, pod)
 
 
-def test_pod_without_host_pid(kubelet_node: Node) -> None:
-    """A host-network pod that did not ask for the host's PID namespace: the job still runs in
-    the host's namespaces (a job container has none of its own)."""
+def test_a_pod_asking_for_its_own_namespaces_is_refused(kubelet_node: Node) -> None:
+    """A host-network pod that did not ask for the host's PID and IPC namespaces: the job
+    sandbox cannot give them, and RunPodSandbox fails with the line the kubelet shows."""
     node = kubelet_node
     pod = node.pod(
         "no-host-pid",
         namespaces=cri.NamespaceOption(network=cri.NODE, pid=cri.CONTAINER, ipc=cri.POD),
     )
-    pod.run()
-    c = pod.run_container("main", sh("echo pid-ns=$(readlink /proc/self/ns/pid)"))
-    assert pod.wait_exited(c).exit_code == 0
-    host_pid_ns = f"pid-ns={os.readlink('/proc/self/ns/pid')}"
-    assert [t for _, _, t in pod.wait_log(c, host_pid_ns)] == [host_pid_ns]
-    delete_and_check(node, pod)
+    with pytest.raises(grpc.RpcError) as caught:
+        pod.run()
+    assert (
+        "OCI runtime create failed: linux.namespaces: the pod asks for its own IPC and PID"
+        " namespaces, which a job container cannot give (it runs in the host's): set hostIPC:"
+        " true and hostPID: true in the pod spec, or the pod annotation"
+        " io.hostjob.pod-namespaces: join to join the pod's network, IPC and UTS namespaces"
+    ) in caught.value.details(), caught.value.details()
+    assert not pod.sandbox_id
+    sandboxes = node.runtime.ListPodSandbox(
+        cri.ListPodSandboxRequest(
+            filter=cri.PodSandboxFilter(label_selector={"io.kubernetes.pod.uid": pod.uid})
+        ),
+        timeout=CALL_TIMEOUT,
+    ).items
+    assert not sandboxes, sandboxes  # containerd removed what it made
+    made = list(node.runtime_root.iterdir()) if node.runtime_root.exists() else []
+    assert not [p for p in made if not p.name.startswith(".")], made
+    assert not pod.delete()

@@ -109,7 +109,7 @@ def test_ignored_fields_warn_once_each(hj: Hostjob, bundle, tmp_path: Path) -> N
     warnings = [r["msg"] for r in records if r["level"] == "warning"]
     expected = [
         "hostname", "domainname", "linux.namespaces", "linux.uidMappings", "linux.gidMappings",
-        "linux.seccomp", "linux.maskedPaths", "linux.readonlyPaths", "linux.devices",
+        "linux.maskedPaths", "linux.readonlyPaths", "linux.devices",
         "linux.mountLabel", "process.apparmorProfile", "process.selinuxLabel",
     ]  # fmt: skip
     assert len(warnings) == len(expected)
@@ -187,5 +187,7 @@ def test_spec_and_features(tmp_path: Path) -> None:
     assert features["hooks"] == [
         "prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop",
     ]  # fmt: skip
-    assert features["linux"]["seccomp"]["enabled"] is False
+    assert features["linux"]["seccomp"]["enabled"] is True
+    assert "SCMP_ACT_ERRNO" in features["linux"]["seccomp"]["actions"]
+    assert "SCMP_ACT_NOTIFY" not in features["linux"]["seccomp"]["actions"]
     assert "CAP_SYS_ADMIN" in features["linux"]["capabilities"]

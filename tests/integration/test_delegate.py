@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +116,9 @@ def test_the_configured_runtime_runs_it(hj: Hostjob, tmp_path: Path) -> None:
 def test_a_job_sandboxs_host_namespaces_are_not_joined(hj: Hostjob, tmp_path: Path) -> None:
     """The namespaces containerd gives a container of a pod whose sandbox is a job container
     point at the host's: IPC and PID become the container's own, network and UTS stay (a
-    host-network pod), in a bundle of hostjob's that runc is given instead."""
+    host-network pod), in a bundle of hostjob's that runc is given instead -- without the
+    spec's hostname, which runc would set on the host's UTS namespace: the node's name."""
+    name_before = socket.gethostname()
     host = os.getpid()
     namespaces = [
         {"type": "pid", "path": f"/proc/{host}/ns/pid"},
@@ -136,6 +139,7 @@ def test_a_job_sandboxs_host_namespaces_are_not_joined(hj: Hostjob, tmp_path: Pa
         None, None, f"/proc/{host}/ns/uts", None, f"/proc/{host}/ns/net"
     ]  # fmt: skip
     assert rewritten["root"]["path"] == str(bundle / "rootfs")
+    assert config["hostname"] != name_before and "hostname" not in rewritten
     assert (given / "config.json").stat().st_mode & 0o777 == 0o600
     state = hj.state(cid)
     assert state["bundle"] == str(given)
@@ -146,6 +150,32 @@ def test_a_job_sandboxs_host_namespaces_are_not_joined(hj: Hostjob, tmp_path: Pa
         assert ns(pid, kind) == ns(host, kind), kind
     hj.ok("delete", "--force", cid)
     assert not os.path.lexists(hj.root / cid)
+    assert socket.gethostname() == name_before
+    log = (tmp_path / "hostjob.log").read_text()
+    assert f"hostname {config['hostname']!r} is not set" in log
+
+
+def test_the_hosts_own_name_is_kept_in_the_hosts_uts_namespace(hj: Hostjob, tmp_path: Path) -> None:
+    """A pod on the host's network whose hostname is the node's (what the kubelet sends for
+    such a pod): nothing to drop, so runc is given the bundle as it is."""
+    name_before = socket.gethostname()
+    host = os.getpid()
+    bundle = confined_bundle(tmp_path, hostname=name_before)
+    config = json.loads((bundle / "config.json").read_text())
+    config["linux"]["namespaces"] = [
+        {"type": "mount"},
+        {"type": "pid"},
+        {"type": "ipc"},
+        {"type": "uts", "path": f"/proc/{host}/ns/uts"},
+        {"type": "network", "path": f"/proc/{host}/ns/net"},
+    ]
+    (bundle / "config.json").write_text(json.dumps(config))
+    cid = new_id()
+    hj.ok("create", "-b", str(bundle), cid)
+    assert hj.state(cid)["bundle"] == str(bundle)
+    assert ns(hj.state(cid)["pid"], "uts") == ns(host, "uts")
+    hj.ok("delete", "--force", cid)
+    assert socket.gethostname() == name_before
 
 
 def test_a_failed_create_leaves_nothing(hj: Hostjob, tmp_path: Path) -> None:

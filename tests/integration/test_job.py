@@ -214,7 +214,8 @@ def test_stats_table(hj: Hostjob, bundle) -> None:
 
 
 def test_ps_table_and_json(hj: Hostjob, bundle) -> None:
-    cid = detached(hj, bundle, base_config("sh", "-c", "sleep 300 & sleep 300"))
+    # "; wait": a shell that runs its last command in its own place (busybox sh) stays
+    cid = detached(hj, bundle, base_config("sh", "-c", "sleep 300 & sleep 300; wait"))
     assert wait_for(lambda: len(json.loads(hj.ok("ps", "--format", "json", cid))) == 3)
     table = hj.ok("ps", cid).splitlines()
     assert table[0].split()[:2] == ["UID", "PID"] and len(table) == 4

@@ -146,6 +146,60 @@ def test_host_tools_win_and_image_tools_are_found(hj: Hostjob, bundle) -> None:
     assert result.stdout == "found-in-image\n", result.stderr
 
 
+def test_a_bare_name_is_the_images_own_program_first(hj: Hostjob, bundle) -> None:
+    """critest's busybox ``top``: the host has a ``uname`` too, and an absolute symlink in
+    the image names a path the host has (``/bin/busybox``): the image's runs, for the init
+    and for exec, while the process's PATH stays host-first."""
+    config = base_config("uname")
+    b = bundle(config)
+    rootfs = b / "rootfs"
+    (rootfs / "opt").mkdir()
+    (rootfs / "opt" / "uname").write_text('#!/bin/sh\necho image-uname "$PATH"\n')
+    (rootfs / "opt" / "uname").chmod(0o755)
+    (rootfs / "bin" / "uname").symlink_to("/opt/uname")  # absolute: /opt/uname of the image
+    assert os.path.exists("/bin/uname") or os.path.exists("/usr/bin/uname")
+    out = hj.ok("run", "-b", str(b), new_id())
+    word, path = out.split()
+    assert word == "image-uname"
+    assert path.startswith("/usr/sbin:/usr/bin:/sbin:/bin:"), path
+    config = base_config("sleep", "300")
+    b = bundle(config, "running")
+    (b / "rootfs" / "opt").mkdir()
+    (b / "rootfs" / "opt" / "uname").write_text("#!/bin/sh\necho exec-image-uname\n")
+    (b / "rootfs" / "opt" / "uname").chmod(0o755)
+    (b / "rootfs" / "bin" / "uname").symlink_to("/opt/uname")
+    cid = new_id()
+    hj.ok("create", "-b", str(b), cid)
+    hj.ok("start", cid)
+    try:
+        assert hj.ok("exec", cid, "uname") == "exec-image-uname\n"
+    finally:
+        hj.ok("delete", "--force", cid)
+
+
+def test_a_bare_name_the_image_lacks_is_the_hosts(hj: Hostjob, bundle) -> None:
+    host_uname = subprocess.run(["uname", "-s"], capture_output=True, text=True).stdout
+    assert run_output(hj, bundle, base_config("uname", "-s")) == host_uname
+
+
+@pytest.mark.parametrize(
+    ("make", "message"), [("dir", "is a directory"), ("file", "permission denied")]
+)
+def test_an_unusable_image_program_fails_create(
+    hj: Hostjob, bundle, make: str, message: str, no_leaks
+) -> None:
+    b = bundle(base_config("image-tool"))
+    target = b / "rootfs" / "bin" / "image-tool"
+    if make == "dir":
+        target.mkdir()
+    else:
+        target.write_text("#!/bin/sh\n")
+        target.chmod(0o644)
+    cid = new_id()
+    assert f'exec: "image-tool": {message}' in hj.fail("create", "-b", str(b), cid)
+    no_leaks(cid)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

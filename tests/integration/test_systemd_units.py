@@ -173,7 +173,8 @@ def test_a_generated_unit_restarts_a_failing_program(
     marker = tmp_path / "runs"
     marker.write_text("")
     script = f"echo x >> {marker}; sleep 1; false"
-    hj.ok("run", "-d", "-q", "--name", name, "--store", store, "--restart", "on-failure:2", image, script)
+    restart = ["--restart", "on-failure:2"]
+    hj.ok("run", "-d", "-q", "--name", name, "--store", store, *restart, image, script)
     unit_text = hj.ok("generate", "systemd", name)
     hj.ok("stop", name)
     hj.ok("delete", "--force", name)

@@ -45,6 +45,7 @@ LAYERS: dict[str, tuple[int, int]] = {
             "hostjob.fsutil",
             "hostjob.jsonio",
             "hostjob.linux",
+            "hostjob.seccomp",
             "hostjob.log",
             "hostjob.mountinfo",
             "hostjob.dbus",

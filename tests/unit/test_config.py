@@ -194,7 +194,6 @@ IGNORED = [
     ("linux.namespaces", {"linux": {"namespaces": [{"type": "pid"}]}}),
     ("linux.uidMappings", {"linux": {"uidMappings": [{"containerID": 0, "hostID": 1, "size": 1}]}}),
     ("linux.gidMappings", {"linux": {"gidMappings": [{"containerID": 0, "hostID": 1, "size": 1}]}}),
-    ("linux.seccomp", {"linux": {"seccomp": {"defaultAction": "SCMP_ACT_ALLOW"}}}),
     ("linux.maskedPaths", {"linux": {"maskedPaths": ["/proc/kcore"]}}),
     ("linux.readonlyPaths", {"linux": {"readonlyPaths": ["/proc/sys"]}}),
     ("linux.devices", {"linux": {"devices": [{"type": "c", "path": "/dev/x"}]}}),
@@ -202,6 +201,14 @@ IGNORED = [
     ("process.apparmorProfile", {"process": {"apparmorProfile": "p"}}),
     ("process.selinuxLabel", {"process": {"selinuxLabel": "l"}}),
 ]
+
+
+def test_seccomp_is_not_ignored(logged: list[tuple[str, str]]) -> None:
+    config = base_config()
+    config["linux"] = {"seccomp": {"defaultAction": "SCMP_ACT_ALLOW"}}
+    job = convert(config)
+    assert job.seccomp == {"defaultAction": "SCMP_ACT_ALLOW"}
+    assert not any("seccomp" in message for _level, message in logged)
 
 
 @pytest.mark.parametrize(("field", "extra"), IGNORED, ids=[f for f, _e in IGNORED])

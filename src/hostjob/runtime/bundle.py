@@ -64,11 +64,66 @@ def load_bundle(bundle: str, container_id: str, document: object = None) -> JobC
 
 def probe_host(spec: wire.Spec, bundle: str) -> config.HostFacts:
     """What ``to_job_config`` needs to know about this host for ``spec``: its CPUs and,
-    for ``windows.resources``, the block device of the writable layer."""
-    if spec.windows is None or spec.windows.resources is None:
-        return config.HostFacts()  # nothing asks
-    device = writable_layer_device(config.rootfs_of(spec, bundle))
-    return config.HostFacts(cpus=posix.cpu_count() or 1, layer_device=device)
+    for ``windows.resources``, the block device of the writable layer; for a pod's
+    container, which of its namespaces are the host's and the identity of the others."""
+    from hostjob import pods
+
+    facts = config.HostFacts()
+    if spec.windows is not None and spec.windows.resources is not None:
+        facts.layer_device = writable_layer_device(config.rootfs_of(spec, bundle))
+        facts.cpus = posix.cpu_count() or 1
+    entries = spec.linux.namespaces if spec.linux is not None else None
+    if entries and pods.is_cri(spec.annotations or {}):
+        pairs: list[tuple[object, object]] = [(e.type, e.path) for e in entries]
+        facts.namespaces_on_host = host_namespaces(pairs)
+        facts.namespace_ids = namespace_ids(pairs)
+    return facts
+
+
+# runtime-spec namespace types -> their names under /proc/<pid>/ns
+NS_FILES = {
+    "pid": "pid",
+    "network": "net",
+    "mount": "mnt",
+    "ipc": "ipc",
+    "uts": "uts",
+    "user": "user",
+    "cgroup": "cgroup",
+    "time": "time",
+}
+
+
+def host_namespaces(entries: list[tuple[object, object]]) -> set[str]:
+    """The types of the (type, path) entries whose ``path`` is the namespace hostjob runs
+    in (the host's, where containerd's shim runs): the same file (st_dev, st_ino) as
+    ``/proc/self/ns/<type>``."""
+    found = set()
+    for kind, path in entries:
+        name = NS_FILES.get(kind) if type(kind) is str else None
+        if name is None or type(path) is not str or not path:
+            continue
+        try:
+            theirs = posix.stat(path)
+            ours = posix.stat(f"/proc/self/ns/{name}")
+        except OSError:
+            continue
+        if (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino):
+            found.add(str(kind))
+    return found
+
+
+def namespace_ids(entries: list[tuple[object, object]]) -> dict[str, tuple[int, int]]:
+    """path -> (st_dev, st_ino) of each entry's namespace file that exists: what a process
+    that joins it checks the file it opens against."""
+    found = {}
+    for _kind, path in entries:
+        if type(path) is str and path:
+            try:
+                st = posix.stat(path)
+            except OSError:
+                continue
+            found[path] = (st.st_dev, st.st_ino)
+    return found
 
 
 def writable_layer_device(rootfs: str) -> tuple[int, int] | None:

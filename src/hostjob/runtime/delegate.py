@@ -45,18 +45,6 @@ ENV_RUNTIME = "HOSTJOB_DELEGATE_RUNTIME"
 DEFAULT_RUNTIME = "runc"
 BUNDLE_DIR = "bundle"  # <root>/<id>/bundle: the changed bundle, when there is one
 
-# runtime-spec namespace types -> their names under /proc/<pid>/ns
-_NS_FILES = {
-    "pid": "pid",
-    "network": "net",
-    "mount": "mnt",
-    "ipc": "ipc",
-    "uts": "uts",
-    "user": "user",
-    "cgroup": "cgroup",
-    "time": "time",
-}
-
 
 def runtime_path() -> str:
     """The real OCI runtime's absolute path (``HOSTJOB_DELEGATE_RUNTIME``, else runc)."""
@@ -207,10 +195,12 @@ def list_delegated(root: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 def confined_bundle(store: StateStore, container_id: str, bundle: str) -> str:
-    """The bundle to give the real runtime: ``bundle`` itself, or -- when the config's
-    namespaces must change (``pods.confined_namespaces``: a job sandbox's namespaces
-    are the host's) -- a copy of its config.json with those changes, the rootfs and
-    relative bind sources made absolute, in ``<root>/<id>/bundle``."""
+    """The bundle to give the real runtime: ``bundle`` itself, or -- when its config must
+    change -- a copy of its config.json with those changes, the rootfs and relative bind
+    sources made absolute, in ``<root>/<id>/bundle``. Two changes: the namespaces
+    (``pods.confined_namespaces``: a job sandbox's namespaces are the host's), and a
+    ``hostname``/``domainname`` dropped when the container joins the host's UTS
+    namespace, where setting it would rename the node (``_keep_host_names``)."""
     from hostjob import fsutil, jsonio, pods
     from hostjob.runtime.bundle import read_json
 
@@ -220,10 +210,18 @@ def confined_bundle(store: StateStore, container_id: str, bundle: str) -> str:
     if type(entries) is not list or not all(type(e) is dict for e in entries):
         return bundle
     assert type(spec) is dict and type(linux) is dict
-    changed = pods.confined_namespaces(entries, _on_host(entries))
-    if changed is None:
+    on_host = _on_host(entries)
+    changed = pods.confined_namespaces(entries, on_host)
+    final = entries if changed is None else changed
+    joins_host_uts = "uts" in on_host and any(
+        e.get("type") == "uts" and e.get("path") for e in final
+    )
+    names = _keep_host_names(spec) if joins_host_uts else None
+    if changed is None and names is None:
         return bundle
-    spec = dict(spec, linux=dict(linux, namespaces=changed))
+    spec = names if names is not None else dict(spec)
+    if changed is not None:
+        spec["linux"] = dict(linux, namespaces=changed)
     root = spec.get("root")
     if type(root) is dict and type(root.get("path")) is str:
         spec["root"] = dict(root, path=paths.join(bundle, root["path"]))
@@ -237,23 +235,41 @@ def confined_bundle(store: StateStore, container_id: str, bundle: str) -> str:
     return folder
 
 
+def _keep_host_names(spec: dict[str, Any]) -> dict[str, Any] | None:
+    """``spec`` without the ``hostname``/``domainname`` that differ from the host's, or
+    None when there is none: in the host's UTS namespace the real runtime would set them
+    on the node itself (a mixed pod on the host's network renamed the machine)."""
+    from hostjob import log
+
+    host = {"hostname": posix.uname().nodename, "domainname": _host_domainname()}
+    dropped = {
+        key: spec[key]
+        for key in ("hostname", "domainname")
+        if type(spec.get(key)) is str and spec[key] and spec[key] != host[key]
+    }
+    if not dropped:
+        return None
+    for key, value in dropped.items():
+        log.warning(
+            f"{key} {value!r} is not set: the container joins the host's UTS namespace,"
+            f" whose {key} is {host[key]!r}"
+        )
+    return {k: v for k, v in spec.items() if k not in dropped}
+
+
+def _host_domainname() -> str:
+    try:
+        with open("/proc/sys/kernel/domainname", "rb") as f:
+            value = f.read().decode(errors="replace").strip()
+    except OSError:
+        return ""
+    return "" if value == "(none)" else value
+
+
 def _on_host(entries: list[dict[str, Any]]) -> set[str]:
-    """The namespace types whose entry's ``path`` is the namespace hostjob runs in (the
-    host's: containerd's shim runs there)."""
-    found = set()
-    for entry in entries:
-        kind, path = entry.get("type"), entry.get("path")
-        name = _NS_FILES.get(kind) if type(kind) is str else None
-        if name is None or type(path) is not str or not path:
-            continue
-        try:
-            theirs = posix.stat(path)
-            ours = posix.stat(f"/proc/self/ns/{name}")
-        except OSError:
-            continue
-        if (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino):
-            found.add(str(kind))
-    return found
+    from hostjob.runtime.bundle import host_namespaces
+
+    return host_namespaces([(e.get("type"), e.get("path")) for e in entries])
 
 
 def _absolute_source(mount: object, bundle: str) -> object:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 DEFAULT_ROOT = "/run/hostjob"
 STATE_FILE = "state.json"
 FIFO_NAME = "exec.fifo"
+SECCOMP_NAME = "seccomp.bpf"  # linux.seccomp compiled at create, for exec
 # A container that is not a job container (hostjob.runtime.delegate): its directory
 # holds only ROUTE_NAME, a symlink to the real OCI runtime that runs it (and, when its
 # namespaces had to change, the bundle that runtime was given); that runtime keeps its

@@ -1,9 +1,10 @@
 """The runtime-spec features document (``hostjob features``): what hostjob
-honours, stated honestly — no namespaces, no seccomp/AppArmor/SELinux, both
+honours, stated honestly — no namespaces, seccomp but no AppArmor/SELinux, both
 cgroup versions."""
 
 from __future__ import annotations
 
+from hostjob import seccomp
 from hostjob.linux import CAP_NAMES
 from hostjob.spec.runtime import HOOK_POINTS, OCI_VERSION
 
@@ -45,7 +46,16 @@ def features() -> dict[str, Any]:
                 "systemdUser": False,
                 "rdma": False,
             },
-            "seccomp": {"enabled": False},
+            # libseccomp's, applied to every process of the job (SCMP_ACT_NOTIFY needs a
+            # seccomp agent, which hostjob does not have)
+            "seccomp": {
+                "enabled": True,
+                "actions": sorted(seccomp.ACTIONS),
+                "operators": sorted(seccomp.OPERATORS),
+                "archs": list(seccomp.ARCHES),
+                "knownFlags": list(seccomp.FLAGS),
+                "supportedFlags": list(seccomp.FLAGS),
+            },
             "apparmor": {"enabled": False},
             "selinux": {"enabled": False},
             "intelRdt": {"enabled": False},
@@ -57,6 +67,8 @@ def features() -> dict[str, Any]:
             "io.hostjob.job-container.<container name>": "true|false (a pod annotation)",
             "io.hostjob.rootfs-mount-point": "absolute path",
             "io.hostjob.inherit-user": "true|false",
+            "io.hostjob.pod-namespaces": "join (a pod annotation: join the sandbox's"
+            " network, IPC and UTS namespaces)",
             "microsoft.com/hostprocess-container": "accepted",
             "microsoft.com/hostprocess-rootfs-location": "absolute path",
             "microsoft.com/hostprocess-inherit-user": "true|false",

@@ -47,6 +47,7 @@ class ChildSetup:
         "extra_fds",
         "fifo",
         "hook_state",
+        "join_pod",
         "listen_fds",
         "plan",
         "release_by_pipe",
@@ -67,8 +68,12 @@ class ChildSetup:
         self.listen_fds = 0  # of which the first N are socket-activation fds
         self.start_hooks: list[Hook] = []
         self.hook_state: dict[str, Any] = {}
+        # A pod's network, IPC and UTS namespaces to join (io.hostjob.pod-namespaces:
+        # join), as root, before bind mode's mount namespace is made.
+        self.join_pod: Callable[[], None] | None = None
         # Bind mode: set up or join the private mount namespace (runs as root, after
-        # the cgroup join and before the identity switch).
+        # the cgroup join and before the identity switch); an exec joins the init's
+        # pod namespaces with it.
         self.enter_namespace: Callable[[], None] | None = None
         # run -d IMAGE: stdout and stderr are these FIFOs (their watcher reads them),
         # stdin is /dev/null (see ``_connect_stdio``).
@@ -122,6 +127,8 @@ def child_main(
                 f"cannot set rlimit {_rlimit_name(number)} to soft {_limit(soft)},"
                 f" hard {_limit(hard)}: {reason}"
             ) from err
+    if setup.join_pod is not None:
+        setup.join_pod()
     if setup.enter_namespace is not None:
         setup.enter_namespace()
     if plan.create_cwd and not paths.isdir(plan.cwd):
@@ -135,6 +142,10 @@ def child_main(
         except OSError as err:
             raise StartError(f"cannot open the exec fifo {setup.fifo}: {_reason(err)}") from err
 
+    if plan.seccomp is not None and not plan.no_new_privileges:
+        # Without no_new_privs the kernel asks for CAP_SYS_ADMIN: before the switch
+        # drops it (runc's order).
+        _load_seccomp(plan)
     _switch_identity(plan)
     if plan.umask is not None:
         posix.umask(plan.umask)
@@ -151,7 +162,9 @@ def child_main(
         posix.chdir(plan.cwd)
     except OSError as err:
         raise StartError(f"cannot enter the working directory {plan.cwd}: {err.strerror}") from err
-    program = launch_plan.find_program(plan.args[0], plan.cwd, plan.path_value(), plan.mount_point)
+    program = launch_plan.find_program(
+        plan.args[0], plan.cwd, plan.path_value(), plan.mount_point, plan.image_path
+    )
     env = plan.env
     if setup.listen_fds:
         env = [
@@ -178,10 +191,28 @@ def child_main(
         state = dict(setup.hook_state, pid=posix.getpid(), status="created")
         run_hooks("startContainer", setup.start_hooks, state)
     _reset_signals()
+    environment = env_dict(env)
+    if plan.seccomp is not None and plan.no_new_privileges:
+        _load_seccomp(plan)  # the very last step: as few system calls as can be under it
     try:
-        posix.execve(program, plan.args, env_dict(env))
+        posix.execve(program, plan.args, environment)
     except OSError as err:
         raise StartError(f'exec: "{plan.args[0]}": {err.strerror}') from err
+
+
+def _load_seccomp(plan: LaunchPlan) -> None:
+    from hostjob import seccomp
+
+    assert plan.seccomp is not None
+    try:
+        seccomp.install(plan.seccomp)
+    except OSError as err:
+        hint = ""
+        if err.errno == errno.EACCES:
+            hint = " (without noNewPrivileges the process needs CAP_SYS_ADMIN)"
+        raise StartError(
+            f"cannot load the seccomp filter (linux.seccomp): {_reason(err)}{hint}"
+        ) from err
 
 
 def _connect_stdio(stdout: str, stderr: str) -> None:

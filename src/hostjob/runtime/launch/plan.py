@@ -2,9 +2,10 @@
 sees"): user, environment, sandbox mount point substitution, PATH, working directory and
 program.
 
-Everything but the program is decided here, in the runtime, before the fork;
-the program is looked up by the child after it has become the target user
-(``find_program``), so that permissions are the user's own.
+Everything but the program is decided here, in the runtime, before the fork (a seccomp
+profile is compiled here too); the program is looked up by the child after it has become
+the target user (``find_program``: a bare name in the image's own PATH first), so that
+permissions are the user's own.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from hostjob.linux import cap_mask
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.job import JobConfig, ProcessConfig
+    from hostjob.seccomp import Filter
 
 SANDBOX_VAR = "CONTAINER_SANDBOX_MOUNT_POINT"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -52,10 +54,12 @@ class LaunchPlan:
         "create_cwd",
         "cwd",
         "env",
+        "image_path",
         "mount_point",
         "no_new_privileges",
         "oom_score_adj",
         "rlimits",
+        "seccomp",
         "terminal",
         "umask",
         "user",
@@ -64,6 +68,9 @@ class LaunchPlan:
     def __init__(self) -> None:
         self.args: list[str] = []
         self.env: list[str] = []
+        # The PATH of process.env as given (the image's), before it is extended: where a
+        # bare program name is looked for first, under the mount point.
+        self.image_path = ""
         self.cwd = "/"
         self.create_cwd = False
         self.mount_point = "/"
@@ -74,6 +81,7 @@ class LaunchPlan:
         # (bounding, effective, permitted, inheritable, ambient) masks, or None to keep
         self.capabilities: tuple[int, int, int, int, int] | None = None
         self.oom_score_adj: int | None = None
+        self.seccomp: Filter | None = None  # linux.seccomp, compiled
         self.terminal = False
         self.console_height: int | None = None
         self.console_width: int | None = None
@@ -207,6 +215,15 @@ def build_env(
     return [f"{k}={v}" for k, v in env.items()]
 
 
+def image_path(proc: ProcessConfig, mount_point: str) -> str:
+    """The ``PATH`` that ``process.env`` gives (the last one; substituted), or ""."""
+    found = ""
+    for entry in proc.env:
+        if entry.startswith("PATH="):
+            found = entry[5:]
+    return substitute(found, mount_point)
+
+
 def extend_path(path: str, mount_point: str) -> str:
     """Host entries first, then the mount point and its copy of each entry."""
     entries = [e for e in path.split(":") if e]
@@ -227,14 +244,16 @@ def working_dir(cwd: str | None, mount_point: str, mode: str) -> tuple[str, bool
     return paths.normpath(paths.join(mount_point, cwd.lstrip("/"))), True
 
 
-def plan(job: JobConfig, proc: ProcessConfig) -> LaunchPlan:
-    """The launch plan of ``proc``, a process of the job container ``job``."""
+def plan(job: JobConfig, proc: ProcessConfig, compiled: Filter | None = None) -> LaunchPlan:
+    """The launch plan of ``proc``, a process of the job container ``job`` (``compiled``:
+    its seccomp profile compiled already, by the create that ``exec`` follows)."""
     mount_point = job.mount_point
     creds = resolve_user(proc, job.inherit_user)
     result = LaunchPlan()
     result.mount_point = mount_point
     result.user = creds
     result.env = build_env(proc, creds, mount_point, job.inherit_user)
+    result.image_path = image_path(proc, mount_point)
     result.args = [substitute(a, mount_point) for a in proc.args]
     result.cwd, result.create_cwd = working_dir(proc.cwd, mount_point, job.mount_mode)
     result.umask = proc.umask
@@ -252,6 +271,10 @@ def plan(job: JobConfig, proc: ProcessConfig) -> LaunchPlan:
             cap_mask(sets.get("ambient", [])),
         )
     result.oom_score_adj = proc.oom_score_adj
+    if job.seccomp is not None:
+        from hostjob import seccomp  # compiled here: its errors are create's (or exec's)
+
+        result.seccomp = compiled or seccomp.build(job.seccomp)
     result.terminal = proc.terminal
     result.console_height = proc.console_height
     result.console_width = proc.console_width
@@ -276,10 +299,19 @@ def rlimit_number(name: str) -> int:
     return number
 
 
-def find_program(arg0: str, cwd: str, path_value: str, mount_point: str) -> str:
+def find_program(
+    arg0: str, cwd: str, path_value: str, mount_point: str, image_path: str = ""
+) -> str:
     """The program ``args[0]`` names: a path with a slash as it says (relative to the
-    working directory; an absolute one on the host, else in the image), a bare name
-    along ``PATH``. Raises StartError with runc's messages."""
+    working directory; an absolute one on the host, else in the image); a bare name in
+    the image's own ``PATH`` first (``image_path``: the ``PATH`` of ``process.env``, each
+    entry under the mount point), then along ``path_value``, the process's ``PATH``
+    (the host's entries first). Raises StartError with runc's messages.
+
+    The image first because an image that names its own program means that one: a
+    busybox image's ``top`` is busybox's, not the host's procps ``top`` (which exits at
+    once without a terminal). hcsshim likewise searches the sandbox's own directory
+    before ``PATH``. The process's ``PATH`` stays host-first for what the program runs."""
     if "/" in arg0:
         if not paths.isabs(arg0):
             candidate = paths.join(cwd, arg0)
@@ -290,11 +322,78 @@ def find_program(arg0: str, cwd: str, path_value: str, mount_point: str) -> str:
             candidate = inside if paths.lexists(inside) else arg0
         _check_executable(arg0, candidate)
         return candidate
-    for entry in path_value.split(":"):
-        candidate = paths.join(entry or ".", arg0)
-        if paths.isfile(candidate) and posix.access(candidate, posix.X_OK):
-            return candidate
+    root = mount_point.rstrip("/") or "/"
+    image_dirs = [e for e in image_path.split(":") if e.startswith("/")]
+    unusable: StartError | None = None  # the first candidate found that cannot run
+    for entry, in_image in [(e, True) for e in image_dirs] + [
+        (e, False) for e in path_value.split(":")
+    ]:
+        if in_image or _under(entry, root):
+            # A path of the image: its symlinks lead where they lead inside the image.
+            relative = entry[len(root) :] if _under(entry, root) else entry
+            candidate = in_root(root, paths.join(relative, arg0))
+        else:
+            candidate = paths.join(entry or ".", arg0)
+        if not paths.lexists(candidate):
+            continue
+        try:
+            _check_executable(arg0, candidate)
+        except StartError as err:
+            # Skipped, as a shell does; reported if nothing better is found.
+            unusable = unusable or err
+            continue
+        return candidate
+    if unusable is not None:
+        raise unusable
     raise StartError(f'exec: "{arg0}": executable file not found in $PATH')
+
+
+# The symlinks followed inside one path, at most (the kernel's own limit is 40).
+MAX_LINKS = 40
+
+
+def in_root(root: str, path: str) -> str:
+    """``path`` (a path of the image, absolute or not) as the host path under ``root``
+    that a process chrooted at ``root`` would reach: every symlink on the way resolved
+    relative to ``root`` -- an absolute target starts again at ``root``, ``..`` never
+    climbs above it -- so an image's ``/usr/bin/top -> /bin/busybox`` is the image's
+    busybox, never the host's ``/bin/busybox``. A part that does not exist is kept as
+    written; more than ``MAX_LINKS`` symlinks is ELOOP."""
+    import errno
+
+    done: list[str] = []
+    rest = [p for p in path.split("/") if p and p != "."]
+    rest.reverse()  # a stack: the next part last
+    links = 0
+    while rest:
+        name = rest.pop()
+        if name == "..":
+            if done:
+                done.pop()
+            continue
+        candidate = paths.join(root, *done, name)
+        try:
+            is_link = posix.lstat(candidate).st_mode & 0o170000 == 0o120000
+        except OSError:
+            is_link = False
+        if not is_link:
+            done.append(name)
+            continue
+        links += 1
+        if links > MAX_LINKS:
+            raise StartError(
+                f"{paths.join(root, *done, name)}: {posix.strerror(errno.ELOOP).lower()}"
+            )
+        target = posix.readlink(candidate)
+        if target.startswith("/"):
+            done = []
+        parts = [p for p in target.split("/") if p and p != "."]
+        rest.extend(reversed(parts))
+    return paths.join(root, *done) if done else root
+
+
+def _under(path: str, root: str) -> bool:
+    return root != "/" and (path == root or path.startswith(root + "/"))
 
 
 def _check_executable(arg0: str, candidate: str) -> None:

@@ -20,6 +20,7 @@ from hostjob.runtime.handle import Handle
 from hostjob.runtime.record import (
     PHASE_CREATED,
     PHASE_CREATING,
+    SECCOMP_NAME,
     STDERR_FIFO,
     STDOUT_FIFO,
     Record,
@@ -170,6 +171,10 @@ def create(
             # Only root may write the start byte (the process opens the read end as root).
             posix.mkfifo(fifo, 0o600)
         plan = launch_plan.plan(job, job.process)
+        if plan.seccomp is not None:
+            from hostjob import seccomp
+
+            seccomp.save(plan.seccomp, store.path(container_id, SECCOMP_NAME))
         if options.rootfs is not None and plan.user.uid != 0:
             store.open_for_user(container_id)
         setup = ChildSetup(plan, cgroups.Entry([], None) if scope else manager.entry())
@@ -183,6 +188,10 @@ def create(
             from hostjob.runtime.sandbox.namespace import enter_bind_namespace
 
             setup.enter_namespace = enter_bind_namespace(job)
+        if job.pod_namespaces:
+            from hostjob.runtime.sandbox.join import join_pod
+
+            setup.join_pod = join_pod(job.pod_namespaces)
         setup.start_hooks = job.hooks_for("startContainer")
         setup.hook_state = container.hook_state(Status.CREATED, None)
         if options.daemon is not None:

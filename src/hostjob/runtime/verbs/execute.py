@@ -20,7 +20,7 @@ from hostjob.runtime.launch import plan as launch_plan
 from hostjob.runtime.launch.child import ChildSetup
 from hostjob.runtime.launch.foreground import TerminalPair, wait_attached
 from hostjob.runtime.launch.spawn import spawn
-from hostjob.runtime.record import write_pid_file
+from hostjob.runtime.record import SECCOMP_NAME, write_pid_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -108,13 +108,21 @@ def exec_in_job(container: Handle, process: ProcessConfig, options: ExecOptions)
             raise HostjobError("cannot allocate a tty for a detached exec without --console-socket")
         terminal = TerminalPair()
         console = terminal.child_fd
-    setup = ChildSetup(launch_plan.plan(job, process), entry)
+    compiled = None
+    if job.seccomp is not None:
+        from hostjob import seccomp
+
+        compiled = seccomp.load(container.store.path(container.id, SECCOMP_NAME))
+    setup = ChildSetup(launch_plan.plan(job, process, compiled), entry)
     setup.console = console
     setup.extra_fds = options.preserve_fds
-    if job.mount_mode == "bind":
+    # The init's namespaces: bind mode's mount namespace, a pod's that it joined.
+    kinds: tuple[str, ...] = ("mnt",) if job.mount_mode == "bind" else ()
+    kinds += tuple(ns.type for ns in job.pod_namespaces or [])
+    if kinds:
         from hostjob.runtime.sandbox.join import join_namespace
 
-        setup.enter_namespace = join_namespace(record.pid, record.start_time)
+        setup.enter_namespace = join_namespace(record.pid, record.start_time, kinds)
     master = -1
     child = None
     try:

@@ -56,6 +56,10 @@ def restart(container: Handle, stdio: tuple[str, str] | None = None) -> Child:
             from hostjob.runtime.sandbox.namespace import enter_bind_namespace
 
             setup.enter_namespace = enter_bind_namespace(job)
+        if job.pod_namespaces:
+            from hostjob.runtime.sandbox.join import join_pod
+
+            setup.join_pod = join_pod(job.pod_namespaces)
         setup.start_hooks = job.hooks_for("startContainer")
         setup.hook_state = container.hook_state(Status.CREATED, None)
         child = spawn(setup, place=place)
