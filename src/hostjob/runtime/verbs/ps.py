@@ -1,4 +1,11 @@
-"""``ps`` as a table: ps(1)'s own output, reduced to the job's processes (as runc does)."""
+"""``ps`` as a table: ps(1)'s own output, reduced to the job's processes (as runc does).
+
+A row is the job's when the value in ps's PID column is one of the job's pids. That value
+is read where the column is -- ps right-aligns a number under its header -- not as the
+n-th word of the row: a process may give itself a name with spaces and digits in it
+(``prctl(PR_SET_NAME)``), which would shift the words of its row and put a job's pid
+where the PID column was.
+"""
 
 from __future__ import annotations
 
@@ -17,12 +24,30 @@ def ps_table(pids: list[int], ps_args: list[str]) -> str:
     lines = result.stdout.splitlines()
     if not lines:
         return ""
-    header = lines[0].split()
-    if "PID" not in header:
-        raise HostjobError("ps output has no PID column (pass options that show it)")
-    column = header.index("PID")
+    end = pid_column_end(lines[0])
     wanted = {str(pid) for pid in pids}
-    rows = [
-        line for line in lines[1:] if len(line.split()) > column and line.split()[column] in wanted
-    ]
+    rows = [line for line in lines[1:] if pid_at(line, end) in wanted]
     return "\n".join([lines[0], *rows]) + "\n"
+
+
+def pid_column_end(header: str) -> int:
+    """Where the PID column ends in ps's header line (its numbers end there too)."""
+    start = 0
+    for word in header.split():
+        start = header.index(word, start)
+        if word == "PID":
+            return start + len(word)
+        start += len(word)
+    raise HostjobError("ps output has no PID column (pass options that show it)")
+
+
+def pid_at(row: str, end: int) -> str | None:
+    """The number that ends at ``end`` in ``row`` (a right-aligned PID), if one does."""
+    if len(row) < end or (len(row) > end and row[end] != " "):
+        return None
+    start = end
+    while start > 0 and row[start - 1].isdigit():
+        start -= 1
+    if start == end or (start > 0 and row[start - 1] != " "):
+        return None
+    return row[start:end]
