@@ -159,7 +159,8 @@ def _refuse_unsupported(spec: wire.Spec) -> None:
     if spec.linux is not None and spec.linux.sysctl:
         raise ConfigError(
             "job containers share the host's kernel namespaces, so sysctls would change"
-            " the host; remove them",
+            " the host; remove them (docker sends some for any network but the host's:"
+            " run it with --network host)",
             "linux.sysctl",
         )
     if spec.vm is not None:
@@ -191,12 +192,20 @@ _IGNORED: tuple[tuple[str, str], ...] = (
 
 
 def _warn_ignored(spec: wire.Spec) -> None:
+    """One line naming every ignored field present: every client sends several of them
+    (docker and podman five), and an operator reads the line on every container."""
+    present = []
     for getter, path in _IGNORED:
         value: Any = spec
         for attr in getter.split("."):
             value = getattr(value, attr, None) if value is not None else None
         if value:
-            log.warning(f"{path} is ignored: job containers run in the host's namespaces")
+            present.append(path)
+    if present:
+        verb = "is" if len(present) == 1 else "are"
+        log.warning(
+            f"{', '.join(present)} {verb} ignored: job containers run in the host's namespaces"
+        )
 
 
 def _mount_point(
