@@ -56,6 +56,7 @@ def run(args: Args, ctx: Context) -> int:
             systemd_cgroup=ctx.systemd_cgroup,
         ),
         document=document,
+        defaults=ctx.defaults(),
     )
     return 0
 
