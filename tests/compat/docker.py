@@ -68,13 +68,13 @@ class DockerRuntime:
 
 
 def docker_runtimes(runtimes: Sequence[harness.Runtime]) -> list[DockerRuntime]:
-    """runc (the sanity check) and, for hostjob, both of its docker names."""
+    """Each runtime by its own name; hostjob also by the name that gives bind mode."""
     found = []
     for r in runtimes:
-        if r.name == "runc":
-            found.append(DockerRuntime("runc", r))
-        elif r.name == "hostjob":
+        if r.name == "hostjob":
             found += [DockerRuntime("hostjob", r, "host"), DockerRuntime(BIND_MODE, r, "bind")]
+        else:
+            found.append(DockerRuntime(r.name, r))
     return found
 
 
