@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import tarfile
 from pathlib import Path
@@ -132,18 +131,7 @@ class Docker:
         (self.dir / "client").mkdir(exist_ok=True)
         config = daemon_json(self.dir, self.runtimes, self.cgroup_parent)
         self.config.write_text(json.dumps(config, indent=2))
-        logf = open(self.log, "ab")  # noqa: SIM115 - handed to the daemon
-        try:
-            self.proc = subprocess.Popen(
-                [DOCKERD, "--config-file", str(self.config)],
-                stdin=subprocess.DEVNULL,
-                stdout=logf,
-                stderr=logf,
-                start_new_session=True,
-                env={**self.env, "PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")},
-            )
-        finally:
-            logf.close()
+        self.proc = harness.start_daemon([DOCKERD, "--config-file", str(self.config)], self.log)
         ok = wait_for(
             lambda: (
                 self.proc is not None
@@ -161,10 +149,7 @@ class Docker:
         return self
 
     def log_tail(self, n: int = 30) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return "(no log)"
+        return harness.log_tail(self.log, n)
 
     def argv(self, *args: str | os.PathLike[str]) -> list[str]:
         return [DOCKER, "-H", f"unix://{self.socket}", *map(os.fspath, args)]
@@ -274,18 +259,10 @@ class Docker:
                     self.docker("rm", "--force", *ids, timeout=120)
             except harness.HarnessError as e:
                 problems.append(f"cleanup through docker failed: {e}")
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                problems.append("dockerd ignored SIGTERM")
-                self.proc.kill()
-                self.proc.wait(10)
+        if self.proc is not None:
+            problems += harness.stop_daemon(self.proc, "dockerd", 30)
         self.proc = None
-        shims = self.shims()
-        if shims:
-            problems.append(f"shim processes left: {shims}")
-            harness.kill_pids(p for p, _ in shims)
+        problems += harness.kill_shims(self.shims())
         inner = harness.processes_matching("containerd", str(self.dir / "exec"))
         if inner:
             problems.append(f"docker's containerd left: {inner}")

@@ -13,6 +13,8 @@ links and directories are made with ``mkdirat``/``symlinkat`` on walked fds.
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from hostjob import fsutil, linux
@@ -91,6 +93,24 @@ def test_bind_mode_volume_through_an_image_symlink_is_refused(
     hj.ok("delete", "--force", cid)
 
 
+def _creates_under_a_racer(
+    hj: Hostjob, b: Path, check: Callable[[], bool] = lambda: True, rounds: int = 20
+) -> Iterator[tuple[str, subprocess.CompletedProcess[str]]]:
+    """``create`` of the bundle ``b``, ``rounds`` times, each while its rootfs's owner
+    (nobody) swaps a fresh ``a`` for its symlink ``s``; ``check()`` must hold as the
+    racer still runs. The caller looks at each result and deletes the container."""
+    rootfs = b / "rootfs"
+    for _ in range(rounds):
+        fsutil.remove_tree(str(rootfs / "a"))
+        (rootfs / "a").mkdir()
+        os.chown(rootfs / "a", *NOBODY)
+        cid = new_id("sec")
+        with racing([(str(rootfs / "a"), str(rootfs / "s"))], user=NOBODY):
+            result = hj("create", "--bundle", str(b), cid)
+            assert check()
+        yield cid, result
+
+
 def test_volume_links_made_under_a_racer(hj: Hostjob, bundle, tmp_path: Path) -> None:
     """Host mode, create while the owner of the rootfs swaps ``a`` (where hostjob makes
     ``a/x`` and the link ``a/x/vol``) for a symlink to the outside: each create either
@@ -111,13 +131,7 @@ def test_volume_links_made_under_a_racer(hj: Hostjob, bundle, tmp_path: Path) ->
     os.chown(rootfs, *NOBODY)
     before = snapshot(str(outside))
     made = refused = 0
-    for _ in range(20):
-        fsutil.remove_tree(str(rootfs / "a"))
-        (rootfs / "a").mkdir()
-        os.chown(rootfs / "a", *NOBODY)
-        cid = new_id("sec")
-        with racing([(str(rootfs / "a"), str(rootfs / "s"))], user=NOBODY):
-            result = hj("create", "--bundle", str(b), cid)
+    for cid, result in _creates_under_a_racer(hj, b):
         if result.returncode == 0:
             made += 1
             assert os.readlink(rootfs / "a" / "x" / "vol") == str(source)
@@ -176,14 +190,7 @@ def test_host_mode_mounts_made_under_a_racer(hj: Hostjob, bundle, tmp_path: Path
             return [line.split()[4] for line in f if str(outside) in line.split()[4]]
 
     made = refused = 0
-    for _ in range(20):
-        fsutil.remove_tree(str(rootfs / "a"))
-        (rootfs / "a").mkdir()
-        os.chown(rootfs / "a", *NOBODY)
-        cid = new_id("sec")
-        with racing([(str(rootfs / "a"), str(rootfs / "s"))], user=NOBODY):
-            result = hj("create", "--bundle", str(b), cid)
-            assert mounts_outside() == []
+    for cid, result in _creates_under_a_racer(hj, b, lambda: mounts_outside() == []):
         if result.returncode == 0:
             made += 1
         else:

@@ -25,6 +25,7 @@ import stat
 from hostjob import fsutil, paths
 from hostjob.errors import MountError
 from hostjob.runtime.sandbox.steps import (
+    bind,
     canonical,
     make_like,
     make_parent,
@@ -152,10 +153,7 @@ def _bind_rootfs(job: JobConfig, record: Recorder) -> None:
                 raise MountError(f"mount point {asked} is not empty")
             # The mount point may be someone's mount: delete leaves it there.
             record([UNMOUNT, target, str(fsutil.mount_id(fd))])
-            try:
-                linux.mount(job.rootfs, f"/proc/self/fd/{fd}", None, linux.MS_BIND | linux.MS_REC)
-            except OSError as err:
-                raise MountError(f"cannot bind {job.rootfs} at {asked}: {err.strerror}") from err
+            bind(job.rootfs, fd, f"cannot bind {job.rootfs} at {asked}")
         finally:
             posix.close(fd)
     finally:
@@ -239,10 +237,7 @@ class _Step:
                     raise MountError(f"{self.what}: {self.mount_at} is not a directory")
                 mount_tmpfs(fd, volume.options or [], volume.readonly, self.what)
                 return
-            try:
-                linux.mount(self.source, f"/proc/self/fd/{fd}", None, linux.MS_BIND | linux.MS_REC)
-            except OSError as err:
-                raise MountError(f"{self.what}: cannot bind {self.source}: {err.strerror}") from err
+            bind(self.source, fd, f"{self.what}: cannot bind {self.source}")
         finally:
             posix.close(fd)
         # The fd above is what lies under the new mount: reach the mount anew.

@@ -162,6 +162,17 @@ def system_tree(target: str) -> str | None:
 SYSTEM_TREES = ("/dev", "/proc", "/sys")
 
 
+def bind(source: str, fd: int, what: str) -> None:
+    """A recursive bind of ``source`` on the directory or file ``fd`` (reached without
+    symlinks); a failure is ``what``: the kernel's reason."""
+    from hostjob import linux
+
+    try:
+        linux.mount(source, f"/proc/self/fd/{fd}", None, linux.MS_BIND | linux.MS_REC)
+    except OSError as err:
+        raise MountError(f"{what}: {err.strerror}") from err
+
+
 def tmpfs_arguments(options: list[str], readonly: bool) -> tuple[int, str]:
     """mount(2)'s flags and data for a tmpfs volume's options (as the conversion checked
     them: flag words, their opposites, tmpfs's own options; ``tmpcopyup`` is the
