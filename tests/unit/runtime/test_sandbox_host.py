@@ -296,3 +296,15 @@ def test_undo_of_each_kind_on_a_tree(tmp_path: Path) -> None:
     assert sorted(os.listdir(base)) == ["busy", "restored"]
     assert (base / "busy" / "someone-elses").exists()
     assert (base / "restored").is_dir()
+
+
+def test_a_tmpfs_volumes_options_become_mount_flags_and_data() -> None:
+    from hostjob import linux
+    from hostjob.runtime.sandbox.steps import tmpfs_arguments
+
+    options = ["nosuid", "nodev", "noexec", "exec", "strictatime", "size=1m", "mode=1777",
+               "inode64", "tmpcopyup"]  # fmt: skip
+    flags, data = tmpfs_arguments(options, readonly=True)
+    assert flags == linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV | linux.MS_STRICTATIME
+    assert data == "size=1m,mode=1777,inode64"  # tmpcopyup is hostjob's to do, not the kernel's
+    assert tmpfs_arguments([], readonly=False) == (0, "")
