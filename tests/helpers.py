@@ -183,11 +183,24 @@ class Hostjob:
         return str(self.state(container_id)["status"])
 
 
+def cgroup_mountpoints() -> list[str]:
+    """Where every cgroup hierarchy is mounted, as mountinfo says (v1, hybrid or v2): a
+    cgroup v2 host has one, at /sys/fs/cgroup, a v1 host one per controller below it."""
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            fstype = fields[fields.index("-") + 1]
+            if fstype in ("cgroup", "cgroup2"):
+                points.append(fields[4])
+    return sorted(set(points))
+
+
 def cgroup_dirs(path: str) -> list[str]:
     """Directories for a cgroup path that exist in any mounted hierarchy."""
     found = []
-    for entry in os.listdir(CGROUP_ROOT):
-        candidate = os.path.join(CGROUP_ROOT, entry, path.lstrip("/"))
+    for mountpoint in cgroup_mountpoints():
+        candidate = os.path.join(mountpoint, path.lstrip("/"))
         if os.path.isdir(candidate):
             found.append(candidate)
     return found

@@ -195,7 +195,7 @@ def main() -> None:
             print(
                 f"{name:24} {seconds:7.3f} s  {mb / seconds:7.1f} MB/s  {base / seconds:5.2f}x tar"
             )
-        from hostjob.images.unpack import GZIP_BACKEND
+        from hostjob.images.decompress import GZIP_BACKEND
 
         ratio = base / results[f"hostjob ({GZIP_BACKEND})"]
         verdict = "met" if ratio >= 1.0 else "NOT met"

@@ -17,7 +17,7 @@ lines that say what is ignored.
 from __future__ import annotations
 
 from hostjob import log, paths
-from hostjob.errors import ConfigError
+from hostjob.errors import ConfigError, NotAJobContainer
 from hostjob.job import Hook, JobConfig, ProcessConfig, Rlimit, merge_resources
 from hostjob.pods import default_mount_mode, is_job_container
 from hostjob.volumes import volumes
@@ -108,10 +108,10 @@ def to_job_config(
 
     annotations = dict(spec.annotations or {})
     if not is_job_container(annotations):
-        raise ConfigError(
-            "this container is not a job container: hostjob hands it to a real OCI runtime"
-            " through `hostjob create` (mixed pods)",
-            "annotations",
+        # The library's answer: the hostjob command's create hands it over instead.
+        raise NotAJobContainer(
+            "annotations: this container is not a job container: hostjob hands it to a"
+            " real OCI runtime through `hostjob create` (mixed pods)"
         )
     _refuse_unsupported(spec)
     _warn_ignored(spec)

@@ -28,8 +28,10 @@ turns any ``HostjobError`` into that line on stderr, a logrus-style record in
     └── ImageError             the image path (``hostjob run IMAGE``, pull, unpack)
         ├── InvalidReference   an image reference or transport that cannot be parsed
         ├── RegistryError      the registry answered with an error
+        │   └── RegistryStalled  the registry (or its token realm) stopped making progress
         ├── DigestMismatch     a blob's content does not match its digest or size
         ├── UnpackError        a hostile or broken layer tar
+        │   └── UnpackLimit    an image unpacks to more bytes or inodes than it may
         └── ImageNotFound      no such image in the store
 """
 
@@ -154,16 +156,13 @@ class DelegateError(HostjobError):
 
 
 class NotAJobContainer(DelegateError):
-    """The container is not a job container: ``runtime`` (its absolute path) runs it,
-    with its state under ``state_root``. The library stops here; the ``hostjob``
-    command hands the command over (``hostjob.runtime.delegate.handover``)."""
+    """The container is not a job container (its annotations say so): a real OCI runtime
+    runs it -- ``runtime``, its absolute path, once ``create`` handed it over. The library
+    stops here; the ``hostjob`` command hands the command over
+    (``hostjob.runtime.delegate``: ``create``, ``handover``)."""
 
-    def __init__(self, container_id: str, runtime: str, state_root: str) -> None:
-        super().__init__(
-            f"container {container_id} is not a job container: {runtime} runs it"
-            f" (state root {state_root}); the hostjob command hands it over, the library"
-            " does not"
-        )
+    def __init__(self, message: str, runtime: str | None = None) -> None:
+        super().__init__(message)
         self.runtime = runtime
 
 
@@ -183,12 +182,21 @@ class RegistryError(ImageError):
     pass
 
 
+class RegistryStalled(RegistryError):
+    """A registry connection moved too little for too long (never retried: a retry
+    would only wait as long again)."""
+
+
 class DigestMismatch(ImageError):
     pass
 
 
 class UnpackError(ImageError):
     pass
+
+
+class UnpackLimit(UnpackError):
+    """An image's layers unpack to more bytes or inodes than the pull allows."""
 
 
 class ImageNotFound(ImageError):

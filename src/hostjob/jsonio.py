@@ -121,13 +121,25 @@ def _shown(value: str) -> str:
     return repr(value.encode("utf-8", "backslashreplace").decode()[:60])
 
 
+# What the C encoder leaves raw but a terminal takes as a control: DEL and the C1
+# controls (U+0080-U+009F; U+009B is CSI). Outside strings JSON is ASCII without them,
+# so escaping every one in the whole text only ever touches strings.
+_CONTROLS = {c: f"\\u{c:04x}" for c in (0x7F, *range(0x80, 0xA0))}
+
+
 def dumps(value: Any, indent: int | None = None) -> str:
-    """Compact JSON, or Go's MarshalIndent layout with ``indent`` spaces."""
+    """Compact JSON, or Go's MarshalIndent layout with ``indent`` spaces. Every
+    control character is escaped (``\\u009b``), C1 ones too: what it writes may be
+    printed on a terminal."""
     if indent is None:
-        return "".join(_encode_compact(value, 0))
-    out: list[str] = []
-    _pretty(value, out, " " * indent, "\n")
-    return "".join(out)
+        text = "".join(_encode_compact(value, 0))
+    else:
+        out: list[str] = []
+        _pretty(value, out, " " * indent, "\n")
+        text = "".join(out)
+    if text.isascii() and "\x7f" not in text:
+        return text
+    return text.translate(_CONTROLS)
 
 
 def _pretty(value: Any, out: list[str], step: str, newline: str) -> None:

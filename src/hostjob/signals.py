@@ -1,13 +1,25 @@
-"""Signals by number and by name, without the ``signal`` module's enums.
+"""Signals by number and by name, without the ``signal`` module's enums, and the pidfds
+they are sent through.
 
 ``signal`` wraps every number and handler in an IntEnum, and its ``enum`` import costs
 ~3 ms of a command. This module is ``_signal``, the C module underneath it: the same
 functions (``signal``, ``pidfd_send_signal``, ``pthread_sigmask``...) and numbers
 (``SIGKILL``), as plain ints. ``parse_signal`` reads ``9``, ``KILL``, ``SIGKILL`` and
 ``SIGRTMIN+3``; ``signal_name`` gives the name back.
+
+``pidfd_of`` pins a process by a file descriptor, so that a signal or a wait reaches that
+process and never one that took its pid later, and answers None for one that is gone.
+Kernels say "gone" two ways: ESRCH (no process has the pid), and -- on 6.1 (Debian 12)
+and the kernels before it, 5.14 and 5.15 among them -- EINVAL for a pid whose process has
+exited and been reaped while the number still names the process group or session its
+children live in: there is no thread-group leader left to pin. Both mean the same to
+every caller here.
 """
 
 from __future__ import annotations
+
+import errno
+import posix
 
 from hostjob.errors import InvalidArgument
 
@@ -71,3 +83,17 @@ def signal_name(number: int) -> str:
         if usual and getattr(_c, name) == number:
             return name
     return str(number)
+
+
+def pidfd_of(pid: int) -> int | None:
+    """A pidfd of process ``pid`` (close-on-exec), or None when it is gone."""
+    if pid <= 0:
+        return None
+    try:
+        return posix.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+    except OSError as err:
+        if err.errno == errno.EINVAL:
+            return None
+        raise

@@ -482,7 +482,7 @@ _CHALLENGE_TOKENS = [
 
 
 def challenge(data: bytes) -> None:
-    from hostjob.images.registry import parse_challenges
+    from hostjob.images.remotes.auth import parse_challenges
 
     header = data.decode("latin-1")
 

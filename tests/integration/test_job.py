@@ -289,3 +289,30 @@ def test_no_cgroup_left_after_delete(hj: Hostjob, bundle) -> None:
     assert cgroup_dirs(f"/hostjob/{cid}") == []
     for parent in cgroup_dirs("/hostjob"):
         assert any(entry.is_dir() for entry in os.scandir(parent)), f"empty {parent} left behind"
+
+
+@pytest.mark.parametrize("pids_limit", [None, 8])
+def test_delete_force_ends_a_job_whose_init_left_children(
+    hj: Hostjob, bundle, pids_limit: int | None
+) -> None:
+    """The init exits and is reaped while its children live on in its session: its pid
+    is free, but still names their session and process group -- where kernels up to 6.1
+    answer a pidfd_open of it with EINVAL, not ESRCH. delete --force kills every process
+    of the job's cgroup and removes it all the same."""
+    config = base_config("sh", "-c", "sleep 300 & sleep 300 & sleep 300 & exit 0")
+    if pids_limit is not None:
+        config["linux"] = {"resources": {"pids": {"limit": pids_limit}}}
+    cid = new_id()
+    b = bundle(config)
+    hj.ok("create", "-b", str(b), cid)
+    init = hj.state(cid)["pid"]
+    hj.ok("start", cid)
+    assert wait_for(lambda: not alive(init), 10)  # reaped by our subreaper or PID 1
+    assert wait_for(
+        lambda: len(hj.ok("ps", "--format", "json", cid).strip("[]\n").split(",")) >= 3, 10
+    )
+    children = json.loads(hj.ok("ps", "--format", "json", cid))
+    assert hj.status(cid) == "stopped" and children
+    hj.ok("delete", "--force", cid)
+    assert wait_for(lambda: not any(alive(pid) for pid in children), 10)
+    assert cgroup_dirs(f"/hostjob/{cid}") == []

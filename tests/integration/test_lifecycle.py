@@ -270,19 +270,6 @@ def test_cgroups_path_absolute_and_relative(hj: Hostjob, bundle, tmp_path: Path)
     assert cgroup_dirs(f"/hostjob/nested/{cid}") == []
 
 
-def test_systemd_cgroup_paths_on_cgroupfs(hj: Hostjob, bundle, tmp_path: Path) -> None:
-    cid = new_id()
-    config = base_config("sleep", "300")
-    config["linux"] = {"cgroupsPath": f"hjtest-apps.slice:hostjob:{cid}"}
-    pid_file = tmp_path / "pid"
-    hj.ok("--systemd-cgroup", "create", "-b", str(bundle(config)), "--pid-file", str(pid_file), cid)
-    expected = f"/hjtest.slice/hjtest-apps.slice/hostjob-{cid}.scope"
-    assert f":{expected}\n" in proc_cgroup(int(pid_file.read_text()))
-    hj.ok("--systemd-cgroup", "delete", "--force", cid)
-    assert cgroup_dirs(expected) == []
-    assert cgroup_dirs("/hjtest.slice") == []  # no empty slice left behind
-
-
 def test_a_record_changed_after_load_is_read_again(hj: Hostjob, bundle) -> None:
     """A verb locks and reloads what `load` read; the second read is skipped only while
     the record file is still the one `load` held open (every write replaces it)."""

@@ -73,7 +73,7 @@ NOT_LOADED = {
 }
 # And how many of hostjob's modules each may load at most: a new one on their path is
 # a decision (raise the figure in the change that needs it).
-MOST_MODULES = {"start": 24, "state": 23, "kill": 22, "list": 23, "delete": 28}
+MOST_MODULES = {"start": 24, "state": 23, "kill": 23, "list": 23, "delete": 29}
 
 
 def modules_of(root: Path, argv: list[str], tmp_path: Path) -> tuple[int, set[str]]:
@@ -145,6 +145,7 @@ def test_lifecycle_imports(tmp_path: Path, bundle, hj) -> None:
 PULL_MODULES = (
     "hostjob.images.pull",
     "hostjob.images.registry",
+    "hostjob.images.remotes",
     "hostjob.images.sources",
     "hostjob.images.unpack",
     "hostjob.images.pack",

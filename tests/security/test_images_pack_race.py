@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from hostjob.errors import ImageError
-from hostjob.images import pack
+from hostjob.images import archive
 from tests.helpers import Hostjob
 
 NOBODY = 65534
@@ -106,7 +106,7 @@ def test_pack_never_packs_the_canary(raced_tree, hj: Hostjob) -> None:  # type: 
     while time.monotonic() < deadline:
         layer = io.BytesIO()
         try:
-            pack.write_layer(str(tree), layer)
+            archive.write_layer(str(tree), layer)
         except ImageError as err:
             message = str(err)
             assert "\n" not in message and "changed while it was being packed" in message

@@ -17,7 +17,7 @@ from hostjob.config import (
     to_job_config,
     validate_mount_point,
 )
-from hostjob.errors import ConfigError
+from hostjob.errors import ConfigError, NotAJobContainer
 from hostjob.job import JobConfig, ProcessConfig, merge_resources
 from hostjob.pods import confined_namespaces, is_job_container
 from hostjob.spec import OCI_VERSION
@@ -417,9 +417,12 @@ def test_which_containers_are_job_containers(annotations: dict[str, str], job: b
 
 
 def test_a_container_that_is_not_a_job_container_is_never_converted() -> None:
-    refused(base_config(annotations={JOB: "false"}), "annotations", "real OCI runtime")
+    """The library's answer, which the hostjob command's create takes as its cue to hand
+    the container over (hostjob.runtime.delegate)."""
     sandbox = {CRI: "sandbox", f"{JOB}.app": "false"}
-    refused(base_config(annotations=sandbox), "annotations", "not a job container")
+    for refused_ones in ({JOB: "false"}, sandbox):
+        with pytest.raises(NotAJobContainer, match=r"^annotations: this container is not a job"):
+            convert(base_config(annotations=refused_ones))
 
 
 @pytest.mark.parametrize("key", [JOB, f"{JOB}.main"])

@@ -50,6 +50,13 @@ def test_table() -> None:
     assert render.table([]) == ""
 
 
+def test_table_cells_are_escaped() -> None:
+    """A cell cannot drive the terminal nor start a row of its own."""
+    shown = render.table([("NAME", "PLATFORM"), ("x", "linux/amd64\x1b]0;t\x07\nfake   row\x9b")])
+    assert shown.count("\n") == 1
+    assert "\\x1b]0;t\\x07\\nfake   row\\x9b" in shown
+
+
 def test_freed() -> None:
     assert render.freed(Freed()) == "freed 0 B (0 blobs, 0 layers)"
     assert render.freed(Freed(2500, 1, 1)) == "freed 2.5 kB (1 blob, 1 layer)"

@@ -93,3 +93,17 @@ def test_syntax_errors_without_json_decoder_loaded() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() and len(done.stdout.split()) == 5, done.stdout
+
+
+def test_every_control_is_escaped_c1_and_del_too() -> None:
+    """What hostjob prints as JSON may come from an image: a C1 control (U+009B is a
+    terminal's CSI) or DEL must not reach the terminal raw; the value reads back whole."""
+    from tests.fixtures.terminal import controls
+
+    value = {"k\x9b": ["a\x1b[2J", "b\x9b31m", "c\x85\x9f\x80\x7f", "é ok"]}
+    for indent in (None, 2):
+        text = jsonio.dumps(value, indent)
+        assert controls(text) == []
+        assert "\\u009b" in text and "\\u007f" in text and "é ok" in text
+        assert jsonio.loads(text) == value
+    assert jsonio.dumps({"a": "plain"}) == '{"a":"plain"}'

@@ -17,7 +17,7 @@ import errno
 import posix
 import time
 
-from hostjob import paths, signals
+from hostjob import paths
 from hostjob.cgroups import _fs
 from hostjob.errors import CgroupError, MissingController
 
@@ -96,6 +96,8 @@ def warn_once(msg: str) -> None:
 
 def signal_pidfd(fd: int, pid: int, sig: int) -> None:
     """Signal the process behind pidfd ``fd`` (``pid``: for the error); gone is fine."""
+    from hostjob import signals
+
     try:
         signals.pidfd_send_signal(fd, sig)
     except ProcessLookupError:
@@ -263,6 +265,12 @@ class Manager:
         """
         raise NotImplementedError
 
+    def check(self, resources: Resources | None) -> None:
+        """What ``create`` checks before it makes anything -- every limit's controller
+        is there -- for a cgroup someone else makes (systemd's scope, with the init in
+        it): ``MissingController`` names the first that is not."""
+        raise NotImplementedError
+
     def update(self, resources: Resources) -> None:
         """Apply the set fields of ``resources`` to the existing cgroup, live."""
         raise NotImplementedError
@@ -362,6 +370,8 @@ class Manager:
         """
         if not self.exists() or not self.pids():
             return True
+        from hostjob import signals  # here: an ended job's delete never loads it
+
         self.kill_all(signals.SIGTERM)
         if self.wait_empty(grace, idle):
             return True
@@ -379,6 +389,8 @@ class Manager:
         delay = 0.001
         while busy:
             if self.pids():
+                from hostjob import signals
+
                 self.kill_all(signals.SIGKILL)
                 self.wait_empty(max(0.0, min(1.0, deadline - time.monotonic())))
             busy = [path for path in busy if not remove_tree(path)]
@@ -428,6 +440,8 @@ class Manager:
 
     def _signal_frozen(self, sig: int) -> None:
         """Freeze, signal every process, thaw: nothing forks in between."""
+        from hostjob import signals
+
         try:
             was_frozen = self.frozen()
             if not was_frozen:
@@ -453,15 +467,16 @@ class Manager:
         process (a live process keeps its number), or that process is dead and the
         signal goes nowhere.
         """
+        from hostjob.signals import pidfd_of
+
         fds: dict[int, int] = {}
         try:
             for pid in pids:
                 if pid <= 0:  # pid 0: a process outside our pid namespace
                     continue
-                try:
-                    fds[pid] = posix.pidfd_open(pid)
-                except ProcessLookupError:
-                    continue
+                fd = pidfd_of(pid)
+                if fd is not None:
+                    fds[pid] = fd
             if not fds:
                 return
             members = set(self.pids())

@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             code: int = module.run(args, ctx)
         except NotAJobContainer as err:
-            if name not in ROUTED:
+            if name not in ROUTED or err.runtime is None:
                 raise
             from hostjob.runtime.delegate import handover
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import time
 
 from hostjob import jsonio
-from hostjob.cli.args import FLAG, VALUE, Option
-from hostjob.units import human_size, parse_rfc3339
+from hostjob.cli.args import FLAG, INT, VALUE, Option
+from hostjob.errors import one_line
+from hostjob.units import human_size, parse_duration, parse_rfc3339, parse_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,10 +32,50 @@ STORE_OPTION = Option(
 )
 
 
+STALL_OPTION = Option(
+    "stall-timeout",
+    VALUE,
+    "fail when a registry connection moves less than 64 KiB in this long (default 60s)",
+    metavar="duration",
+)
+
+
+UNPACK_OPTIONS = (
+    Option(
+        "max-image-size",
+        VALUE,
+        "fail when the image's layers unpack to more (default: the store's free space less"
+        " a reserve)",
+        metavar="size",
+    ),
+    Option(
+        "max-image-inodes",
+        INT,
+        "fail when the image's layers unpack to more files, directories and links"
+        " (default: the store's free inodes less a reserve)",
+        metavar="n",
+    ),
+)
+
+
+def unpack_flags(args: Args) -> dict[str, Any]:
+    """``--max-image-size`` and ``--max-image-inodes`` as the library's keywords."""
+    size = args.max_image_size
+    return {
+        "max_image_size": None if size is None else parse_size(size, "--max-image-size"),
+        "max_image_inodes": args.max_image_inodes,
+    }
+
+
 def registry_options(verb: str) -> tuple[Option, ...]:
     """The registry flags of ``pull``, ``push`` and ``pack --to docker://``."""
     return (
-        Option("creds", VALUE, "registry credentials", metavar="user:pass"),
+        Option(
+            "creds",
+            VALUE,
+            "registry credentials; - reads the line from stdin (argv is readable by all)",
+            metavar="user:pass|-",
+        ),
         Option(
             "authfile",
             VALUE,
@@ -48,18 +89,30 @@ def registry_options(verb: str) -> tuple[Option, ...]:
             default=True,
         ),
         Option("plain-http", FLAG, "talk to the registry over http://"),
+        STALL_OPTION,
         Option("quiet,q", FLAG, f"no progress; print only the {verb}"),
     )
 
 
 def registry_flags(args: Args) -> dict[str, Any]:
-    """The registry flags as the library's keyword arguments."""
+    """The registry flags as the library's keyword arguments (``--creds -`` read from
+    stdin, and given ones hidden from this process's command line)."""
+    from hostjob.images.remotes.credentials import take_creds
+
     return {
-        "creds": args.creds,
+        "creds": take_creds(args.creds),
         "tls_verify": args.tls_verify,
         "plain_http": args.plain_http,
         "docker_config": args.authfile,
+        "stall_timeout": stall_timeout(args),
     }
+
+
+def stall_timeout(args: Args) -> float | None:
+    """``--stall-timeout`` in seconds (None: the library's default)."""
+    if args.stall_timeout is None:
+        return None
+    return parse_duration(args.stall_timeout)
 
 
 def open_store(args: Args) -> Store:
@@ -101,9 +154,12 @@ def ago(created: str | None, now: float | None = None) -> str:
 
 
 def table(rows: Sequence[Sequence[str]]) -> str:
-    """Columns padded to their widest cell, three spaces apart (as ``hostjob list``)."""
+    """Columns padded to their widest cell, three spaces apart (as ``hostjob list``).
+    Every cell is escaped as an error line is (``errors.one_line``): what an image or
+    a registry put in it can neither drive the terminal nor start a row of its own."""
     if not rows:
         return ""
+    rows = [[one_line(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join(
         "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()

@@ -5,9 +5,12 @@ service whose ``ExecStart`` is the same ``hostjob run`` (same image, flags and n
 in the foreground, with ``--rm``. So systemd is the watcher: the program's output
 goes to the journal, its exit status is the unit's (``hostjob run`` exits with it),
 ``Restart=`` carries the restart policy, and ``systemctl stop`` runs ``hostjob stop``
-(the stop signal, then SIGKILL to the job after the timeout). The job's processes
-live in the job's cgroup, not the unit's, so ``KillMode=mixed``: systemd signals
-only ``hostjob run``, which passes signals on and ends the job itself;
+(the stop signal, then SIGKILL to the job after the timeout). The unit delegates its
+cgroup (``Delegate=yes``): ``hostjob run`` makes the job's cgroup inside it
+(``runtime.verbs.create``), so ``journalctl -u`` shows the job's output and
+``systemctl status`` its processes. ``KillMode=mixed``: systemd signals only ``hostjob
+run``, which passes signals on and ends the job itself (SIGKILL to what is left only at
+the end of the timeout);
 ``ExecStopPost`` deletes whatever a killed ``hostjob run`` left. ``ExecStartPre``
 deletes a container of the same name first: the unit replaces the detached one it
 was generated from.
@@ -107,6 +110,7 @@ def unit_file(name: str, image: str, daemon: DaemonConfig, hostjob: list[str], r
         f"ExecStart={command_line([*base, 'run', '--rm', '--name', name, *daemon.command])}",
         f"ExecStop={command_line([*base, 'stop', '-t', str(timeout), name])}",
         f"ExecStopPost={command_line([*base, 'delete', '--force', name])}",
+        "Delegate=yes",
         "KillMode=mixed",
         f"TimeoutStopSec={timeout + STOP_SLACK}",
         # hostjob run exits with 128+N when its program dies of signal N.

@@ -48,6 +48,7 @@ from hostjob.runtime import proc
 from hostjob.runtime.container import Container
 from hostjob.runtime.handle import stop_grace
 from hostjob.runtime.record import STDERR_FIFO, STDOUT_FIFO
+from hostjob.signals import pidfd_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -171,7 +172,7 @@ class Watcher:
             return None
         pid, started = record.pid, record.start_time
         child = pid > 0 and _is_child(pid)
-        pidfd = _open_pidfd(pid) if child else proc.open_pidfd(pid, started)
+        pidfd = pidfd_of(pid) if child else proc.open_pidfd(pid, started)
         oom_base = self.container.oom_kills()
         wait_status = None
         if pidfd is not None:
@@ -274,13 +275,6 @@ def _is_child(pid: int) -> bool:
     except ChildProcessError:
         return False
     return True
-
-
-def _open_pidfd(pid: int) -> int | None:
-    try:
-        return os.pidfd_open(pid)
-    except ProcessLookupError:
-        return None
 
 
 def _reap(pid: int) -> int | None:

@@ -11,13 +11,19 @@ need them. Modules, one concern each, lowest first::
     progress    typed progress events, and their renderers (rich on a tty)
     root        the store's directory: its 0700 check, its layout, locks, JSON files
     content     blobs by digest: verified ingest, read; ``Digester`` (hash and count)
-    unpack      the fd-relative, whiteout-aware layer extractor
+    limits      what one image may unpack to: bytes and inodes (``Budget``)
+    decompress  gzip (isal or zlib), zstd or plain tar streams, by magic bytes
+    extractor   the fd-relative, whiteout-aware writer of tar entries
+    unpack      a layer blob into a directory: verified, temp dir + rename
     layers      the unpacked-layer cache by diffID (``LayerRecord``)
     names       the name index (``NameRecord``), lookups by name, digest or ID
     gc          container references (``ContainerRef``), the lease, rmi, prune
     resolve     names -> ``ResolvedImage``, ``ImageSummary``, ``ImageDetails``
     sources     OCI layouts (dir or tar) and ``docker save`` tars as pull sources
-    registry    the distribution API client: auth, redirects, resume, uploads
+    remotes     the distribution API, one part per job: transport, stall (the
+                deadline of every connection), credentials, auth (the authorizer),
+                session, resolver, fetcher, pusher
+    registry    ``RegistryClient`` (those parts together), ``RegistrySource``
     pull        sources -> content + layers, then a name (``PullResult``)
     push        an image -> a registry (``PushResult``)
     store       ``Store``: the facade over content, layers, names, gc, resolver
@@ -25,7 +31,10 @@ need them. Modules, one concern each, lowest first::
     rootfs      an image container's overlay + writable layer, as the runtime's
                 ``RootfsProvider`` (``ImageRootfs``)
     runspec     image config + ``run`` flags -> a runtime-spec config
-    run         ``hostjob run IMAGE``: the container, through ``hostjob.runtime.run``
+    run_image   ``hostjob run IMAGE``: the container, through ``hostjob.runtime`` (or,
+                detached, ``hostjob.daemon``)
+    archive     a directory walked fd-relative and written as a tar layer
+    layout      an OCI image layout written (blobs, index.json) and its tar
     pack        a reproducible one-layer image from a directory
 
 Library verbs (each returns a typed record; the CLI renders it)::
@@ -33,7 +42,8 @@ Library verbs (each returns a typed record; the CLI renders it)::
     from hostjob.images.store import Store
     store = Store(root=None)                  # default $HOSTJOB_STORE, else /var/lib/hostjob
     store.pull(ref, *, name=None, platform=None, creds=None, tls_verify=True,
-               plain_http=False, docker_config=None, progress=None) -> PullResult
+               plain_http=False, docker_config=None, stall_timeout=None,
+               max_image_size=None, max_image_inodes=None, progress=None) -> PullResult
     store.import_archive(ref, **same) -> PullResult   # oci:, oci-archive:, docker-archive:
     store.get(ref, pull="missing", progress=None, **same) -> ResolvedImage
     store.resolve(name) -> ResolvedImage      # .config (spec.image.ImageConfig),
@@ -43,9 +53,10 @@ Library verbs (each returns a typed record; the CLI renders it)::
     store.remove(name, force=False) -> Removed  # rmi: .untagged, .deleted, .freed
     store.prune() -> Freed                      # .bytes, .blobs, .layers
     hostjob.images.push.push(src, dest, *, store_root=None, creds=None, tls_verify=True,
-               plain_http=False, docker_config=None, progress=None) -> PushResult
+               plain_http=False, docker_config=None, stall_timeout=None,
+               progress=None) -> PushResult
     hostjob.images.pack.pack(src_dir, to, *, entrypoint=None, ...) -> PackResult
-    hostjob.images.run.run_image(store, image, flags, *, root, name=None, ...)
+    hostjob.images.run_image.run_image(store, image, flags, *, root, name=None, ...)
                                               # -> (container ID, exit status)
     progress: hostjob.images.progress.renderer(quiet=False, stream=sys.stderr)
                gives the callback; progress.close(render) when done.

@@ -190,6 +190,10 @@ class ContentStore:
 
     def write(self, data: bytes, digest: str | None = None) -> str:
         """Store ``data``; returns its digest (checked against ``digest`` if given)."""
+        return self.put(data, digest)[0]
+
+    def put(self, data: bytes, digest: str | None = None) -> tuple[str, bool]:
+        """``write``, telling also whether the blob is new (False: it was there)."""
         algorithm = digest.partition(":")[0] if digest else "sha256"
         actual = f"{algorithm}:{hexdigest(algorithm, data)}"
         if digest is not None and actual != digest:
@@ -198,8 +202,7 @@ class ContentStore:
         def fill(writer: Digester) -> None:
             writer.write(data)
 
-        self.ingest(actual, len(data), fill)
-        return actual
+        return actual, self.ingest(actual, len(data), fill)
 
     def ingest(
         self,

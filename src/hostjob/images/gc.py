@@ -222,6 +222,39 @@ class Collector:
                 fsutil.remove_tree(self.root.join("locks", entry))
         return freed
 
+    def discard(self, blobs: list[str], layers: list[str]) -> Freed:
+        """Take back what a failed pull added: each of ``blobs`` and ``layers`` (and its
+        lock file) that no name or container uses. Under prune's exclusive lock, so
+        it waits for every pull in flight: one that uses the same content has named
+        it by then, and it stays."""
+        freed = Freed()
+        if not blobs and not layers:
+            return freed
+        with self.root.lock("gc.lock"):
+            keep_blobs, keep_layers = self._roots()
+            for top, kind, given, keep in (
+                ("blobs", "blob", blobs, keep_blobs),
+                ("layers", "layer", layers, keep_layers),
+            ):
+                for digest in dict.fromkeys(given):
+                    if digest in keep or not spec.is_digest(digest):
+                        continue
+                    algorithm, _, encoded = digest.partition(":")
+                    path = self.root.join(top, algorithm, encoded)
+                    if os.path.lexists(path):
+                        freed.bytes += tree_size(path)
+                        fsutil.remove_tree(path)
+                        if top == "blobs":
+                            freed.blobs += 1
+                        else:
+                            freed.layers += 1
+                    lock = self.root.join("locks", f"{kind}-{algorithm}-{encoded}.lock")
+                    try:
+                        os.unlink(lock)
+                    except FileNotFoundError:
+                        pass
+        return freed
+
     def _roots(self) -> tuple[set[str], set[str]]:
         """The blobs and layers the names and the registered containers keep."""
         keep_blobs: set[str] = set()

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from hostjob.images.content import ContentStore
+    from hostjob.images.limits import Budget
     from hostjob.images.root import StoreRoot
     from hostjob.images.unpack import LayerStats
 
@@ -150,12 +151,14 @@ class LayerCache:
         blob_digest: str,
         size: int | None = None,
         on_bytes: Callable[[int], None] | None = None,
+        budget: Budget | None = None,
     ) -> bool:
-        """Unpack blob ``blob_digest`` as layer ``diff_id`` unless it is there already.
+        """Unpack blob ``blob_digest`` as layer ``diff_id`` unless it is there already,
+        charging what it writes to ``budget`` (else the store's default for one image).
 
         Returns True when this call unpacked it.
         """
-        from hostjob.images import unpack
+        from hostjob.images import limits, unpack
 
         dest = self.path(diff_id)
         if self.has(diff_id):
@@ -188,5 +191,6 @@ class LayerCache:
                     diff_id=diff_id,
                     on_bytes=on_bytes,
                     write_meta=write_record,
+                    budget=budget or limits.budget(self.root.path),
                 )
         return True

@@ -52,6 +52,19 @@ class Platform:
         return hash(str(self))
 
 
+# What an architecture or a variant may hold: they are shown in tables and chosen
+# by, so an image's config gets no terminal escape or newline into them.
+_WORD = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def check_field(field: str, value: str | None, what: str = "image config") -> None:
+    """An ``ImageError`` unless ``value`` (absent, or ``[a-z0-9._-]*``) is fit to be
+    a platform's ``field``."""
+    if value is not None and not _WORD.issuperset(value):
+        shown = value if len(value) <= 40 else value[:40] + "..."
+        raise ImageError(f"{what}: {field} {shown!r} is not made of [a-z0-9._-]: refused")
+
+
 def host() -> Platform:
     machine = _platform.machine().lower()
     arch, variant = _MACHINES.get(machine, (machine, None))

@@ -12,6 +12,8 @@ import _thread
 import sys
 import time
 
+from hostjob.errors import one_line
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -118,11 +120,11 @@ class PlainRenderer:
             return
         with self.lock:
             self.seen.add(key)
-            text = f"{event.kind} {short(event.item)}"
+            text = f"{event.kind} {one_line(short(event.item))}"
             if event.kind in METERED and event.total:
                 text += f" ({_human(event.total)})"
             if event.message:
-                text += f": {event.message}"
+                text += f": {one_line(event.message)}"
             self.stream.write(text + "\n")
             self.stream.flush()
 
@@ -161,11 +163,14 @@ class RichRenderer:
             if event.kind in (RESOLVING, RESOLVED) or (
                 event.kind == DONE and not _is_digest(event.item)
             ):
-                self.progress.console.print(f"{event.kind} {short(event.item)}")
+                self.progress.console.print(
+                    f"{event.kind} {one_line(short(event.item))}", markup=False, highlight=False
+                )
                 return
             task = self.tasks.get(event.item)
             if task is None:
-                task = self.progress.add_task(event.kind, item=short(event.item), total=event.total)
+                item = one_line(short(event.item)).replace("[", "\\[")  # no rich markup
+                task = self.progress.add_task(event.kind, item=item, total=event.total)
                 self.tasks[event.item] = task
             completed = event.current
             if event.kind in (CACHED, EXISTS, DONE) and event.total is not None:

@@ -5,9 +5,11 @@ The steps, each a typed progress event (``hostjob.images.progress``): resolve th
 reference to a manifest (choosing from an index by platform), store the manifest
 and config, then fetch and unpack the layers, up to ``WORKERS`` at a time, each
 blob verified (``ContentStore.ingest``) and each layer unpacked once
-(``LayerCache.ensure``). The name is written last: until then the pull holds the
-gc lease, so prune never removes what it wrote, and a pull killed at any point
-leaves no name and nothing half-written (SPEC §9).
+(``LayerCache.ensure``), what they unpack to charged to one ``limits.Budget``. The
+name is written last: until then the pull holds the gc lease, so prune never removes
+what it wrote, and a pull killed at any point leaves no name and nothing
+half-written. A pull that fails takes back the blobs and layers it added
+(``Collector.discard``), so the store is as it was.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from hostjob.images.content import ContentStore
     from hostjob.images.gc import Collector
     from hostjob.images.layers import LayerCache
+    from hostjob.images.limits import Budget
     from hostjob.images.names import NameIndex
     from hostjob.images.progress import Progress
     from hostjob.images.sources import Source
@@ -89,26 +92,41 @@ class Puller:
         tls_verify: bool = True,
         plain_http: bool = False,
         docker_config: str | None = None,
+        stall_timeout: float | None = None,
+        max_image_size: int | None = None,
+        max_image_inodes: int | None = None,
         progress: Progress | None = None,
     ) -> PullResult:
         """Fetch an image from any source ``reference.parse`` accepts, and name it
         ``name``, else the reference's own name (registry), the name the archive
-        records, or ``localhost/<file name>:<tag>``."""
-        from hostjob.images import platforms
+        records, or ``localhost/<file name>:<tag>``. Its layers may unpack to at most
+        ``max_image_size`` bytes and ``max_image_inodes`` inodes (else the store's
+        defaults, ``hostjob.images.limits``)."""
+        from hostjob.images import limits, platforms
         from hostjob.images.sources import open_source
 
         parsed = refs.parse(ref)
         if platform:
             platforms.parse(platform)  # a bad --platform fails before any network
+        limits.check(max_image_size, max_image_inodes)  # bad limits too
         source = open_source(
             parsed,
             creds=creds,
             tls_verify=tls_verify,
             plain_http=plain_http,
             docker_config=docker_config,
+            stall_timeout=stall_timeout,
         )
         try:
-            return self.pull_from(source, parsed, name=name, platform=platform, progress=progress)
+            return self.pull_from(
+                source,
+                parsed,
+                name=name,
+                platform=platform,
+                progress=progress,
+                max_image_size=max_image_size,
+                max_image_inodes=max_image_inodes,
+            )
         finally:
             source.close()
 
@@ -120,8 +138,31 @@ class Puller:
         name: str | None = None,
         platform: str | None = None,
         progress: Progress | None = None,
+        max_image_size: int | None = None,
+        max_image_inodes: int | None = None,
     ) -> PullResult:
-        from hostjob.images import platforms
+        added = _Added()
+        try:
+            return self._pull(
+                source, ref, added, name, platform, progress, max_image_size, max_image_inodes
+            )
+        except BaseException:
+            # Out of the lease: discard waits for every pull in flight, as prune does.
+            self.gc.discard(added.blobs, added.layers)
+            raise
+
+    def _pull(
+        self,
+        source: Source,
+        ref: refs.Reference,
+        added: _Added,
+        name: str | None,
+        platform: str | None,
+        progress: Progress | None,
+        max_image_size: int | None,
+        max_image_inodes: int | None,
+    ) -> PullResult:
+        from hostjob.images import limits, platforms
 
         emit = progress or _ignore
         wanted = platforms.parse(platform) if platform else platforms.host()
@@ -129,15 +170,16 @@ class Puller:
         raw, media_type, digest = source.top()
         index_digest = None
         with self.gc.lease():
+            budget = limits.budget(self.content.root.path, max_image_size, max_image_inodes)
             media_type = media_type or spec.sniff_media_type(raw)
-            top_digest = self._save_metadata(raw, digest)
+            top_digest = self._save_metadata(raw, digest, added)
             if media_type in spec.INDEX_TYPES:
                 index_digest = top_digest
                 index = spec.decode_blob(spec.Index, raw, f"index {top_digest}")
                 chosen = platforms.choose(index.manifests or [], wanted)
                 assert chosen.digest is not None
                 raw = source.manifest(chosen)
-                digest = self._save_metadata(raw, chosen.digest, chosen.size)
+                digest = self._save_metadata(raw, chosen.digest, added, chosen.size)
                 media_type = chosen.media_type or spec.sniff_media_type(raw)
             else:
                 digest = top_digest
@@ -147,6 +189,7 @@ class Puller:
             manifest = spec.decode_blob(spec.Manifest, raw, f"manifest {digest}")
             config_desc = _check_manifest(manifest, digest)
             assert config_desc.digest is not None
+            added.blob(self.content, config_desc.digest)
             fetched = self.content.ingest(
                 config_desc.digest, config_desc.size, lambda w: source.copy_blob(config_desc, w)
             )
@@ -154,12 +197,18 @@ class Puller:
             layer_ids = diff_ids(config, manifest, digest)
             if config.os and config.os != "linux":
                 raise ImageError(f"image is for {config.os}, not linux")
+            platforms.check_field(
+                "architecture", config.architecture, f"config {config_desc.digest}"
+            )
+            platforms.check_field("variant", config.variant, f"config {config_desc.digest}")
             image_name = refs.normalize(name or default_name(ref, source))
             result = PullResult(image_name, digest, config_desc.digest, config)
             result.blobs_fetched = int(fetched)
             result.layers = len(manifest.layers or [])
             result.size = sum(layer.size or 0 for layer in manifest.layers or [])
-            self._fetch_layers(source, manifest.layers or [], layer_ids, emit, result)
+            self._fetch_layers(
+                source, manifest.layers or [], layer_ids, emit, result, budget, added
+            )
             self.names.tag(
                 NameRecord(
                     image_name,
@@ -173,10 +222,15 @@ class Puller:
         emit(events.Event(events.DONE, image_name))
         return result
 
-    def _save_metadata(self, raw: bytes, digest: str | None, size: int | None = None) -> str:
+    def _save_metadata(
+        self, raw: bytes, digest: str | None, added: _Added, size: int | None = None
+    ) -> str:
         if size is not None and len(raw) != size:
             raise DigestMismatch(f"manifest {digest} is {len(raw)} bytes, expected {size}")
-        return self.content.write(raw, digest)
+        stored, new = self.content.put(raw, digest)
+        if new:
+            added.blobs.append(stored)
+        return stored
 
     def _fetch_layers(
         self,
@@ -185,6 +239,8 @@ class Puller:
         layer_ids: list[str],
         emit: Progress,
         result: PullResult,
+        budget: Budget,
+        added: _Added,
     ) -> None:
         import _thread
 
@@ -197,13 +253,17 @@ class Puller:
                 emit(events.Event(events.CACHED, item, layer.size or 0, layer.size))
                 return
             meter = events.Meter(emit, events.DOWNLOADING, item, layer.size)
+            added.blob(self.content, layer.digest)
             fetched = self.content.ingest(
                 layer.digest, layer.size, lambda w: source.copy_blob(layer, w), on_bytes=meter
             )
             if fetched:
                 emit(events.Event(events.VERIFYING, item, layer.size or 0, layer.size))
             unpack_meter = events.Meter(emit, events.UNPACKING, item, layer.size)
-            unpacked = self.layers.ensure(diff_id, layer.digest, layer.size, on_bytes=unpack_meter)
+            added.layer(self.layers, diff_id)
+            unpacked = self.layers.ensure(
+                diff_id, layer.digest, layer.size, on_bytes=unpack_meter, budget=budget
+            )
             with lock:
                 result.blobs_fetched += int(fetched)
                 result.layers_unpacked += int(unpacked)
@@ -221,6 +281,31 @@ class Puller:
         for err in errors:
             if err is not None:
                 raise err
+
+
+class _Added:
+    """What a pull wrote that was not in the store before it (or was being written):
+    a failed pull gives it back (``Collector.discard``, which keeps whatever a name or
+    a container uses by then)."""
+
+    __slots__ = ("blobs", "layers", "lock")
+
+    def __init__(self) -> None:
+        import _thread
+
+        self.blobs: list[str] = []
+        self.layers: list[str] = []
+        self.lock = _thread.allocate_lock()  # layers come in threads
+
+    def blob(self, content: ContentStore, digest: str) -> None:
+        if not content.has(digest):
+            with self.lock:
+                self.blobs.append(digest)
+
+    def layer(self, layers: LayerCache, diff_id: str) -> None:
+        if not layers.has(diff_id):
+            with self.lock:
+                self.layers.append(diff_id)
 
 
 def _ignore(event: events.Event) -> None:

@@ -97,6 +97,7 @@ def push(
     tls_verify: bool = True,
     plain_http: bool = False,
     docker_config: str | None = None,
+    stall_timeout: float | None = None,
     progress: Progress | None = None,
 ) -> PushResult:
     """Push ``src`` (a store image, or an ``oci:``/``oci-archive:``/``docker-archive:``
@@ -116,21 +117,22 @@ def push(
             tls_verify=tls_verify,
             plain_http=plain_http,
             docker_config=docker_config,
+            stall_timeout=stall_timeout,
         ) as client:
             sent = PushResult(to.name, "")
             for desc in image.blobs():
                 assert desc.digest is not None
                 item, size = desc.digest, desc.size
-                if client.blob_exists(to.repository, desc.digest):
+                if client.pusher.exists(to.repository, desc.digest):
                     sent.existing += 1
                     emit(events.Event(events.EXISTS, item, size or 0, size))
                     continue
                 meter = events.Meter(emit, events.UPLOADING, item, size)
-                client.upload_blob(to.repository, desc, image.open_blob, on_bytes=meter)
+                client.pusher.upload(to.repository, desc, image.open_blob, on_bytes=meter)
                 sent.uploaded += 1
                 sent.bytes += size or 0
                 emit(events.Event(events.DONE, item, size or 0, size))
-            sent.digest = client.push_manifest(
+            sent.digest = client.pusher.put_manifest(
                 to.repository, to.reference, image.raw, image.media_type
             )
     finally:

@@ -395,6 +395,7 @@ def open_source(
     tls_verify: bool = True,
     plain_http: bool = False,
     docker_config: str | None = None,
+    stall_timeout: float | None = None,
 ) -> Source:
     """The source for any reference (a registry client for ``docker`` ones)."""
     if not ref.is_registry:
@@ -407,4 +408,5 @@ def open_source(
         tls_verify=tls_verify,
         plain_http=plain_http,
         docker_config=docker_config,
+        stall_timeout=stall_timeout,
     )

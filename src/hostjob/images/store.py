@@ -57,7 +57,9 @@ class Store:
     def pull(self, ref: str, *, progress: Progress | None = None, **options: Any) -> PullResult:
         """Fetch an image from any source (registry or archive) into the store and name
         it. ``options``: ``name``, ``platform``, ``creds``, ``tls_verify``,
-        ``plain_http``, ``docker_config`` (see ``hostjob.images.pull.Puller.pull``)."""
+        ``plain_http``, ``docker_config``, ``stall_timeout``, ``max_image_size``,
+        ``max_image_inodes`` (see
+        ``hostjob.images.pull.Puller.pull``)."""
         from hostjob.images.pull import Puller
 
         puller = Puller(self.content, self.layers, self.names, self.gc)

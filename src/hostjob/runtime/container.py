@@ -219,7 +219,13 @@ class Container(Handle):
             record = self.record
             assert record is not None
             merged = merge_resources(record.config.resources, resources)
-            self.cgroup().update(merged)
+            rest: wire.Resources | None = merged
+            if record.systemd_scope:  # what systemd has properties for, it sets
+                from hostjob.cgroups import systemd
+
+                rest = systemd.set_properties(record.config.cgroups_path, resources)
+            if rest is not None and rest.to_json():
+                self.cgroup().update(rest)
             record.config.set_resources(merged)
             self.store.write(record)
 

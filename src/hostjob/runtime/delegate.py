@@ -1,14 +1,15 @@
 """Containers that are not job containers (mixed pods): handed to a real OCI runtime.
 
 Whether a container is delegated is decided by the library only, and the command line
-only calls in: ``create`` here decides from a bundle's annotations
-(``hostjob.pods.delegated``); for any later command, ``Handle.load`` finds the route
-``create`` wrote and raises ``NotAJobContainer``, and the command line calls
-``handover``. In a pod run by the hostjob handler, such a container runs as an ordinary
-namespaced container: the real runtime -- ``runc`` from ``PATH`` unless
-``HOSTJOB_DELEGATE_RUNTIME`` names another (an absolute path or a name in ``PATH``) -- is
-run with the same global flags but a state root of hostjob's own,
-``<root>/.delegate/<runtime name>``:
+only calls in: the conversion of a bundle whose annotations say it is not a job
+container (``hostjob.pods``) raises ``NotAJobContainer`` and the command line's
+``create`` calls ``create`` here; for any later command, ``Handle.load`` finds the route
+that ``create`` wrote and raises it too, and the command line calls ``handover``.
+
+In a pod run by the hostjob handler, such a container runs as an ordinary namespaced
+container: the real runtime -- ``runc`` from ``PATH`` unless ``HOSTJOB_DELEGATE_RUNTIME``
+names another (an absolute path or a name in ``PATH``) -- is run with the same global
+flags but a state root of hostjob's own, ``<root>/.delegate/<runtime name>``:
 
 * ``create`` makes the container's directory ``<root>/<id>`` (so an ID is unique across
   both runtimes), records the route there (``StateStore.write_route``: a symlink to the
@@ -87,16 +88,16 @@ def create(
     document: object,
     flags: list[str],
     create_flags: list[str],
-) -> int | None:
+) -> int:
     """``create`` of the bundle at ``bundle`` (``document``: its config.json as
-    ``bundle.read_config`` read it) if it is of a container that is not a job
-    container: record the route, run the runtime's create (``create_flags``: the
-    client's, but ``--bundle``) and return its exit status (the route goes again when it
-    fails). None for a job container, which the caller creates."""
+    ``bundle.read_config`` read it), of a container that is not a job container (the
+    conversion said so: ``NotAJobContainer``): record the route, run the runtime's create
+    (``create_flags``: the client's, but ``--bundle``) and return its exit status (the
+    route goes again when it fails)."""
     from hostjob import faults, pods
 
     if not pods.delegated(document):
-        return None
+        raise DelegateError(f"container {container_id} is a job container: hostjob runs it")
     validate_id(container_id)
     bundle = paths.abspath(bundle)
     runtime = runtime_path()

@@ -74,7 +74,12 @@ class Handle:
         if record is None:
             runtime = store.route(container_id)
             if runtime is not None:
-                raise NotAJobContainer(container_id, runtime, store.delegate_root(runtime))
+                raise NotAJobContainer(
+                    f"container {container_id} is not a job container: {runtime} runs it"
+                    f" (state root {store.delegate_root(runtime)}); the hostjob command"
+                    " hands it over, the library does not",
+                    runtime,
+                )
         return cls(store, container_id, record, held)
 
     @classmethod

@@ -57,11 +57,10 @@ def is_alive(pid: int, started: int) -> bool:
 
 def open_pidfd(pid: int, started: int) -> int | None:
     """A pidfd for the process if it is still the one that started at ``started``."""
-    if pid <= 0:
-        return None
-    try:
-        fd = posix.pidfd_open(pid)
-    except ProcessLookupError:
+    from hostjob.signals import pidfd_of  # here: `state` and `list` never pin a process
+
+    fd = pidfd_of(pid)
+    if fd is None:
         return None
     # Checked after opening: from now on the pidfd pins this exact process.
     if not is_alive(pid, started):

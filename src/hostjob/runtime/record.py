@@ -132,6 +132,7 @@ class Record(Model):
         "restarts",
         "start_time",
         "stop_requested",
+        "systemd_scope",
         "undo",
         "watcher",
     )
@@ -151,6 +152,9 @@ class Record(Model):
     # Where the cgroup hierarchies were mounted when it was made (``Mounts.rows``):
     # the manager of a later command is opened from them. Absent in older records.
     cgroup_mounts: list[list[str]] | None
+    # Whether the cgroup is a transient scope systemd started for the job
+    # (``--systemd-cgroup``): delete stops the unit. Recorded before it is started.
+    systemd_scope: bool | None
     # run -d IMAGE: how it is looked after; the watcher's [pid, start time]; how its
     # process last ended; how often the watcher restarted it; whether ``stop`` ended
     # it (no restart after that). Absent for other containers.
@@ -170,6 +174,7 @@ class Record(Model):
         ("undo", "undo", list_of(string_list)),
         ("cgroup", "cgroup", string),
         ("cgroupMounts", "cgroup_mounts", list_of(string_list)),
+        ("systemdScope", "systemd_scope", boolean),
         ("daemon", "daemon", _daemon_config),
         ("watcher", "watcher", list_of(integer)),
         ("exit", "exit", ExitStatus.decode),

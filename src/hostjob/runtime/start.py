@@ -13,7 +13,7 @@ import errno
 import posix
 import select
 
-from hostjob import faults, signals
+from hostjob import faults
 from hostjob.errors import HookError, InvalidState
 from hostjob.runtime import status
 from hostjob.runtime.status import Status
@@ -60,6 +60,8 @@ def _run_poststart(container: Handle, poststart: list[Hook]) -> None:
         hooks.run_hooks("poststart", poststart, container.hook_state(Status.RUNNING, container.pid))
     except HookError:
         if container.owns_cgroup():
+            from hostjob import signals
+
             container.cgroup().kill_all(signals.SIGKILL)
         raise
 

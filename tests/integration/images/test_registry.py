@@ -219,3 +219,20 @@ def test_transient_errors_are_retried(store, tmp_path, layout):
         pytest.raises(RegistryError, match="503"),
     ):
         store.pull(f"{reg.host}/test/down:v1", plain_http=True)
+
+
+def test_the_environments_proxy_carries_the_requests(store, monkeypatch):
+    """HTTP_PROXY is honoured (the stall-watched transport makes its own pool, as httpx
+    would), and NO_PROXY bypasses it."""
+    from tests.fixtures.hostile_registry import Flood
+
+    with Flood(404, 10) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        with pytest.raises(ImageNotFound, match=r"^registry.invalid:5000/test/img:v1: HTTP 404"):
+            store.pull("registry.invalid:5000/test/img:v1", plain_http=True)
+        assert proxy.requests == ["http://registry.invalid:5000/v2/test/img/manifests/v1"]
+        monkeypatch.setenv("NO_PROXY", "registry.invalid")
+        with pytest.raises(RegistryError):  # asked directly: the name does not resolve
+            store.pull("registry.invalid:5000/test/img:v1", plain_http=True)
+        assert len(proxy.requests) == 1

@@ -53,6 +53,7 @@ def test_unit_runs_the_same_container_in_the_foreground() -> None:
         == ("/usr/bin/hostjob --root /run/hostjob delete --force ne1")
     )
     assert d["KillMode"] == "mixed" and d["TimeoutStopSec"] == "22"
+    assert d["Delegate"] == "yes"  # the job's cgroup lives inside the unit's
     assert d["SuccessExitStatus"] == "143" and d["Restart"] == "no"
     assert "StartLimitBurst" not in d
 

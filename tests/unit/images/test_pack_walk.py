@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hostjob.errors import ImageError
-from hostjob.images import pack
+from hostjob.images import archive
 
 
 def swapped_while_packing(tree: Path, name: str, swap) -> None:  # type: ignore[no-untyped-def]
@@ -20,8 +20,8 @@ def swapped_while_packing(tree: Path, name: str, swap) -> None:  # type: ignore[
     root = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
     try:
         with tarfile.open(fileobj=io.BytesIO(), mode="w|") as tar:
-            layer = pack._LayerWriter(tar, str(tree), 0, False)
-            for entry in pack._walk(root, str(tree)):
+            layer = archive.LayerWriter(tar, str(tree), 0, False)
+            for entry in archive.walk(root, str(tree)):
                 if entry.rel == name:
                     swap()
                 layer.add(entry)
@@ -66,8 +66,8 @@ def test_a_directory_swapped_once_opened_is_read_from_its_fd(tree: Path) -> None
     root = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
     try:
         with tarfile.open(fileobj=out, mode="w|") as tar:
-            layer = pack._LayerWriter(tar, str(tree), 0, False)
-            for entry in pack._walk(root, str(tree)):
+            layer = archive.LayerWriter(tar, str(tree), 0, False)
+            for entry in archive.walk(root, str(tree)):
                 layer.add(entry)
                 if entry.rel == "d":
                     swap()
@@ -82,7 +82,7 @@ def test_a_directory_swapped_once_opened_is_read_from_its_fd(tree: Path) -> None
 def test_a_file_that_shrinks_while_read(tree: Path) -> None:
     fd = os.open(tree / "f", os.O_RDONLY)
     try:
-        reader = pack._FileReader(fd, str(tree), "f")
+        reader = archive.FileReader(fd, str(tree), "f")
         os.truncate(tree / "f", 2)
         with pytest.raises(ImageError, match="tree/f changed while"):
             reader.read(4)

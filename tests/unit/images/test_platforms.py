@@ -69,3 +69,18 @@ def test_choose():
     assert platforms.choose(
         [desc("linux/arm64", 9)], platforms.parse("linux/arm64/v8")
     ).digest.endswith("9")
+
+
+@pytest.mark.parametrize("value", ["amd64", "arm64", "v8", "ppc64le", "a.b_c-1", "", None])
+def test_a_platform_field_of_the_usual_words_is_taken(value: str | None) -> None:
+    platforms.check_field("architecture", value)
+
+
+@pytest.mark.parametrize(
+    "value", ["amd64\x1b]0;t\x07", "v8\nfake row", "AMD64", "x86 64", "arm/v7", "\x9b", "é"]
+)
+def test_a_platform_field_with_anything_else_is_refused(value: str) -> None:
+    with pytest.raises(ImageError) as info:
+        platforms.check_field("variant", value, "config sha256:ab")
+    message = str(info.value)
+    assert message.startswith("config sha256:ab: variant ") and message.isprintable()

@@ -8,8 +8,10 @@ import json
 import pytest
 
 from hostjob.errors import RegistryError
-from hostjob.images import registry
-from hostjob.images.registry import find_credentials, load_auths, parse_challenges
+from hostjob.images.remotes import fetcher
+from hostjob.images.remotes.auth import parse_challenges
+from hostjob.images.remotes.credentials import find_credentials, load_auths, parse_creds
+from hostjob.images.remotes.session import Session
 
 
 @pytest.mark.parametrize(
@@ -119,17 +121,17 @@ def test_bad_docker_config(tmp_path):
 
 
 def test_parse_creds():
-    assert registry.parse_creds("a:b:c") == ("a", "b:c")
+    assert parse_creds("a:b:c") == ("a", "b:c")
     with pytest.raises(RegistryError):
-        registry.parse_creds("nopassword")
+        parse_creds("nopassword")
     with pytest.raises(RegistryError):
-        registry.parse_creds(":x")
+        parse_creds(":x")
 
 
 def test_range_start():
-    assert registry._range_start("bytes 100-199/200") == 100
-    assert registry._range_start("bytes */200") is None
-    assert registry._range_start("items 1-2/3") is None
+    assert fetcher._range_start("bytes 100-199/200") == 100
+    assert fetcher._range_start("bytes */200") is None
+    assert fetcher._range_start("items 1-2/3") is None
 
 
 @pytest.mark.parametrize(
@@ -148,18 +150,17 @@ def test_range_start():
     ],
 )
 def test_credentials_go_only_to_a_safe_token_realm(plain_http, tls_verify, creds, realm, allowed):
-    client = registry.RegistryClient(
-        "registry.example", creds=creds, plain_http=plain_http, tls_verify=tls_verify
-    )
+    session = Session("registry.example", creds=creds, plain_http=plain_http, tls_verify=tls_verify)
+    auth = session.auth
     if creds is None:
-        client.creds = None  # whatever the machine's docker config holds
+        auth.creds = None  # whatever the machine's docker config holds
     try:
         if allowed is None:
             with pytest.raises(RegistryError) as info:
-                client._realm_client(realm)
+                auth.realm_client(realm)
             assert "\n" not in str(info.value)
         else:
-            chosen = client._realm_client(realm)
-            assert chosen is (client.client if allowed == "client" else client.verified)
+            chosen = auth.realm_client(realm)
+            assert chosen is (session.client if allowed == "client" else auth.verified)
     finally:
-        client.close()
+        session.close()

@@ -8,7 +8,6 @@ its ``cgroup.kill`` ends the job atomically.
 
 from __future__ import annotations
 
-from hostjob import signals
 from hostjob.cgroups._fs import Dir
 from hostjob.cgroups._manager import Entry, Manager, OOMWatcher, mkdir_p, rmdirs
 from hostjob.errors import CgroupError, CgroupExists, MissingController
@@ -82,6 +81,11 @@ class V1Manager(Manager):
             return unified.controllers(root)
         finally:
             root.close()
+
+    def check(self, resources: Resources | None) -> None:
+        available = set(self._by_controller) | self._unified_controllers()
+        self._check(resources, available)
+        self._warn_missing(available)
 
     def create(self, resources: Resources | None = None, *, exclusive: bool = False) -> None:
         from hostjob.cgroups import unified
@@ -210,6 +214,7 @@ class V1Manager(Manager):
         return unified.frozen(d)
 
     def kill_all(self, sig: int) -> None:
+        from hostjob import signals
         from hostjob.cgroups import unified
 
         if sig == signals.SIGKILL and self._unified is not None and unified.kill(self._unified):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from hostjob import signals
 from hostjob.cgroups import unified
 from hostjob.cgroups._fs import Dir, keyed_value
 from hostjob.cgroups._manager import Entry, Manager, OOMWatcher, mkdir_p, rmdirs
@@ -34,12 +33,20 @@ class V2Manager(Manager):
 
         return Entry([], self._dir.path)
 
-    def create(self, resources: Resources | None = None, *, exclusive: bool = False) -> None:
+    def _available(self) -> set[str]:
         root = Dir(self.mountpoint)
         try:
-            available = unified.controllers(root)
+            return unified.controllers(root)
         finally:
             root.close()
+
+    def check(self, resources: Resources | None) -> None:
+        available = self._available()
+        self._check(resources, available)
+        self._warn_missing(available)
+
+    def create(self, resources: Resources | None = None, *, exclusive: bool = False) -> None:
+        available = self._available()
         self._check(resources, available)
         self._warn_missing(available)
         made = mkdir_p(self.mountpoint, self.path)
@@ -110,6 +117,8 @@ class V2Manager(Manager):
         return unified.frozen(self._dir)
 
     def kill_all(self, sig: int) -> None:
+        from hostjob import signals
+
         if sig == signals.SIGKILL and unified.kill(self._dir):
             return
         self._signal_frozen(sig)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hostjob.cli.args import FLAG, INT, VALUE, Command, Option
+from hostjob.errors import NotAJobContainer
 from hostjob.runtime.container import Container
 from hostjob.runtime.verbs.create import CreateOptions
 
@@ -30,34 +31,36 @@ COMMAND = Command(
 
 
 def run(args: Args, ctx: Context) -> int:
-    from hostjob.runtime import bundle, delegate
+    from hostjob.runtime import bundle
     from hostjob.runtime.record import validate_id
 
     validate_id(args.container_id)  # a bad ID is the first thing said, as ever
     document = bundle.read_config(args.bundle)  # read once, for both
-    handed = delegate.create(
-        ctx.root,
-        args.container_id,
-        args.bundle,
-        document,
-        ctx.delegate_flags(),
-        runtime_flags(args),
-    )
-    if handed is not None:  # not a job container: a real OCI runtime made it
-        return handed
-    Container.create(
-        args.container_id,
-        args.bundle,
-        root=ctx.root,
-        options=CreateOptions(
-            pid_file=args.pid_file,
-            console_socket=args.console_socket,
-            preserve_fds=args.preserve_fds,
-            systemd_cgroup=ctx.systemd_cgroup,
-        ),
-        document=document,
-        defaults=ctx.defaults(),
-    )
+    try:
+        Container.create(
+            args.container_id,
+            args.bundle,
+            root=ctx.root,
+            options=CreateOptions(
+                pid_file=args.pid_file,
+                console_socket=args.console_socket,
+                preserve_fds=args.preserve_fds,
+                systemd_cgroup=ctx.systemd_cgroup,
+            ),
+            document=document,
+            defaults=ctx.defaults(),
+        )
+    except NotAJobContainer:  # the library says so (its annotations): a real runtime's
+        from hostjob.runtime import delegate
+
+        return delegate.create(
+            ctx.root,
+            args.container_id,
+            args.bundle,
+            document,
+            ctx.delegate_flags(),
+            runtime_flags(args),
+        )
     return 0
 
 

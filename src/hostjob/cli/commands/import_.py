@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hostjob.cli.args import FLAG, VALUE, Command, Option
-from hostjob.cli.render import STORE_OPTION, open_store
+from hostjob.cli.render import STORE_OPTION, UNPACK_OPTIONS, open_store, unpack_flags
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -18,6 +18,7 @@ COMMAND = Command(
         STORE_OPTION,
         Option("name", VALUE, "name the image (default: the name the archive records)"),
         Option("quiet,q", FLAG, "no progress; print only the image ID"),
+        *UNPACK_OPTIONS,
     ),
     positionals=("reference",),
 )
@@ -29,7 +30,9 @@ def run(args: Args, ctx: Context) -> int:
     store = open_store(args)
     render = progress.renderer(quiet=args.quiet)
     try:
-        info = store.import_archive(args.reference, name=args.name or None, progress=render)
+        info = store.import_archive(
+            args.reference, name=args.name or None, progress=render, **unpack_flags(args)
+        )
     finally:
         progress.close(render)
     if not args.quiet:

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from hostjob.cli.args import VALUE, Command, Option
-from hostjob.cli.render import STORE_OPTION, open_store, registry_flags, registry_options
+from hostjob.cli.render import (
+    STORE_OPTION,
+    UNPACK_OPTIONS,
+    open_store,
+    registry_flags,
+    registry_options,
+    unpack_flags,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,6 +30,7 @@ COMMAND = Command(
             metavar="os/arch[/variant]",
         ),
         *registry_options("image ID"),
+        *UNPACK_OPTIONS,
     ),
     positionals=("image",),
 )
@@ -35,7 +43,11 @@ def run(args: Args, ctx: Context) -> int:
     render = progress.renderer(quiet=args.quiet)
     try:
         info = store.pull(
-            args.image, platform=args.platform, progress=render, **registry_flags(args)
+            args.image,
+            platform=args.platform,
+            progress=render,
+            **registry_flags(args),
+            **unpack_flags(args),
         )
     finally:
         progress.close(render)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hostjob.cli.args import FLAG, Command, Option
 from hostjob.cli.render import STORE_OPTION, freed, open_store
-from hostjob.errors import ImageNotFound, InvalidArgument
+from hostjob.errors import ImageNotFound, InvalidArgument, one_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,8 +36,8 @@ def run(args: Args, ctx: Context) -> int:
             continue
         result = store.remove(name, force=args.force)
         for untagged in result.untagged:
-            print(f"untagged {untagged}")
+            print(f"untagged {one_line(untagged)}")
         if all(row.digest != result.deleted for row in store.images()):
-            print(f"deleted {result.deleted}")  # no other name keeps the image
+            print(f"deleted {one_line(result.deleted)}")  # no other name keeps the image
         print(freed(result.freed))
     return 0

@@ -57,9 +57,24 @@ IMAGE_OPTIONS = (
     Option("pull", VALUE, "always, missing (default) or never", default="missing"),
     Option("store", VALUE, "image store (default $HOSTJOB_STORE or /var/lib/hostjob)"),
     Option("platform", VALUE, "os/arch[/variant] to pick from a multi-arch image"),
-    Option("creds", VALUE, "user:password for the registry"),
+    Option(
+        "creds",
+        VALUE,
+        "user:password for the registry; - reads the line from stdin (argv is readable by all)",
+        metavar="user:pass|-",
+    ),
+    Option("authfile", VALUE, "a docker config.json with auths for the registry", metavar="file"),
     Option("tls-verify", FLAG, "verify the registry's TLS certificate", default=True),
     Option("plain-http", FLAG, "talk HTTP to the registry"),
+    Option(
+        "stall-timeout",
+        VALUE,
+        "fail the pull when a registry connection moves less than 64 KiB in this long"
+        " (default 60s)",
+        metavar="duration",
+    ),
+    Option("max-image-size", VALUE, "a pull fails when the layers unpack to more", metavar="size"),
+    Option("max-image-inodes", INT, "a pull fails when the layers unpack to more inodes"),
     Option("quiet,q", FLAG, "no pull progress"),
     Option("restart", VALUE, "with -d: no (default), on-failure[:N] or always"),
     Option("log-max-size", VALUE, "with -d: rotate the log at this size (default 10m)"),
@@ -150,13 +165,14 @@ def _foreground_command(args: Args, store: str, image: str) -> list[str]:
             for item in value:
                 words += [flag, _absolute(option.dest, item)]
         elif value is not None and value != option.default:
-            words += [flag, str(value)]
+            words += [flag, _absolute(option.dest, str(value))]
     return [*words, "--store", store, "-q", image, *args.args]
 
 
 def _absolute(dest: str, value: str) -> str:
-    """An ``--env-file`` or a ``--volume`` source as an absolute path (a unit runs in /)."""
-    if dest == "env_file":
+    """An ``--env-file``, ``--authfile`` or a ``--volume`` source as an absolute path
+    (a unit runs in /)."""
+    if dest in ("env_file", "authfile"):
         return paths.abspath(value)
     if dest == "volume" and ":" in value:
         source, rest = value.split(":", 1)
@@ -169,7 +185,7 @@ def _run_image(args: Args, ctx: Context) -> int:
     from hostjob.images.run_image import run_image
     from hostjob.images.runspec import RunFlags
     from hostjob.images.store import Store
-    from hostjob.units import parse_size
+    from hostjob.units import parse_duration, parse_size
 
     if args.mount_mode not in (None, "host", "bind"):  # before anything is pulled
         raise InvalidArgument(f"--mount-mode {args.mount_mode!r}: expected host or bind")
@@ -199,6 +215,11 @@ def _run_image(args: Args, ctx: Context) -> int:
     if args.name:
         validate_id(args.name)
     daemon = _daemon_config(args)
+    creds = None
+    if args.creds:  # off the command line before the pull, and before the job is forked
+        from hostjob.images.remotes.credentials import take_creds
+
+        creds = take_creds(args.creds)
     # systemd's socket is hostjob run's (generate systemd: Type=notify), never the job's.
     notify_socket = popenv("NOTIFY_SOCKET")
     store = Store(args.store or None)
@@ -209,9 +230,15 @@ def _run_image(args: Args, ctx: Context) -> int:
             pull=args.pull,
             progress=render,
             platform=args.platform,
-            creds=args.creds,
+            creds=creds,
             tls_verify=args.tls_verify,
             plain_http=args.plain_http,
+            docker_config=args.authfile,
+            stall_timeout=parse_duration(args.stall_timeout) if args.stall_timeout else None,
+            max_image_size=(
+                parse_size(args.max_image_size, "--max-image-size") if args.max_image_size else None
+            ),
+            max_image_inodes=args.max_image_inodes,
         )
     finally:
         progress.close(render)

@@ -19,7 +19,7 @@ import posix
 import resource
 import time
 
-from hostjob import paths, signals
+from hostjob import paths
 from hostjob.errors import StartError
 from hostjob.runtime.launch import plan as launch_plan
 from hostjob.runtime.proc import close_fds_except, env_dict
@@ -75,12 +75,17 @@ class ChildSetup:
         self.stdio: tuple[str, str] | None = None
 
 
-def child_main(setup: ChildSetup, report_fd: int, release_fd: int, in_unified: bool) -> None:
+def child_main(
+    setup: ChildSetup, report_fd: int, release_fd: int, in_unified: bool, placed_fd: int = -1
+) -> None:
     # The job first: every later step, and every process the program starts, is in it.
+    if placed_fd >= 0 and not posix.read(placed_fd, 1):  # placed from outside (systemd)
+        raise StartError("the runtime could not put the container process into its job")
     setup.entry.join(unified=not in_unified)
 
     plan = setup.plan
     keep = {0, 1, 2, report_fd, release_fd, *range(3, 3 + setup.extra_fds)}
+    keep.discard(placed_fd)
     if isinstance(setup.console, int):
         keep.add(setup.console)
     close_fds_except(keep)
@@ -235,6 +240,8 @@ def _reset_signals() -> None:
     and blocks its wake-up signal while it starts (a restarted program would ignore
     ``stop``); an ignored SIGCHLD would even make the program's children reap
     themselves."""
+    from hostjob import signals  # here: after "ready" (off create's path), in the child
+
     for number in range(1, signals.NSIG):
         if number in (signals.SIGKILL, signals.SIGSTOP):
             continue

@@ -22,7 +22,6 @@ from __future__ import annotations
 import errno
 import posix
 
-from hostjob import signals
 from hostjob.env import getenv
 from hostjob.errors import HostjobError, StartError
 from hostjob.runtime.launch.child import ERROR, READY, ChildSetup, child_main
@@ -71,19 +70,28 @@ class Child:
             self.release_fd = -1
 
 
-def spawn(setup: ChildSetup, after_fork: Callable[[int], None] | None = None) -> Child:
+def spawn(
+    setup: ChildSetup,
+    after_fork: Callable[[int], None] | None = None,
+    place: Callable[[int], None] | None = None,
+) -> Child:
     """Fork the container process and wait until it is set up (or failed).
 
     ``after_fork(pid)`` runs meanwhile in the parent (the runtime records the pid while
-    the child sets itself up, on the other CPU); if it raises, the child is killed."""
+    the child sets itself up, on the other CPU). ``place(pid)``, before it, puts the
+    child into its job from outside (systemd's scope takes a process, not a path): the
+    child waits for it before its first step. If either raises, the child is killed."""
     report_r, report_w = posix.pipe()
     release_r, release_w = posix.pipe() if setup.release_by_pipe else (-1, -1)
+    placed_r, placed_w = posix.pipe() if place is not None else (-1, -1)
     pid, in_unified = _fork(setup.entry.unified)
     if pid == 0:  # the child: never returns
         posix.close(report_r)
+        if placed_w >= 0:
+            posix.close(placed_w)
         code = 1
         try:
-            child_main(setup, report_w, release_r, in_unified)
+            child_main(setup, report_w, release_r, in_unified, placed_r)
         except HostjobError as err:
             _report(report_w, ERROR + str(err).encode())
         except OSError as err:
@@ -93,18 +101,27 @@ def spawn(setup: ChildSetup, after_fork: Callable[[int], None] | None = None) ->
         finally:
             posix._exit(code)
     posix.close(report_w)
-    if release_r >= 0:
-        posix.close(release_r)
-    if after_fork is not None:
-        try:
+    for fd in (release_r, placed_r):
+        if fd >= 0:
+            posix.close(fd)
+    try:
+        if place is not None:
+            place(pid)
+            posix.write(placed_w, b"1")
+        if after_fork is not None:
             after_fork(pid)
-        except BaseException:
-            posix.close(report_r)
-            if release_w >= 0:
-                posix.close(release_w)
-            posix.kill(pid, signals.SIGKILL)
-            posix.waitpid(pid, 0)
-            raise
+    except BaseException:
+        posix.close(report_r)
+        if release_w >= 0:
+            posix.close(release_w)
+        from hostjob import signals
+
+        posix.kill(pid, signals.SIGKILL)
+        posix.waitpid(pid, 0)
+        raise
+    finally:
+        if placed_w >= 0:
+            posix.close(placed_w)
     first = posix.read(report_r, 1)  # READY, ERROR, or nothing: the child died
     if first == READY:
         return Child(pid, report_r, release_w)

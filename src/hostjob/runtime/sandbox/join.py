@@ -27,13 +27,11 @@ def join_namespace(init_pid: int, start_time: int) -> Callable[[], None]:
 
     def join() -> None:
         from hostjob import linux
+        from hostjob.signals import pidfd_of
 
-        try:
-            pidfd = posix.pidfd_open(init_pid)
-        except ProcessLookupError as err:
-            raise StartError(
-                "cannot join the container's mount namespace: its init is gone"
-            ) from err
+        pidfd = pidfd_of(init_pid)
+        if pidfd is None:
+            raise StartError("cannot join the container's mount namespace: its init is gone")
         try:
             _check_init(init_pid, start_time)
             use_pidfd = PIDFD_SETNS and getenv("HOSTJOB_PIDFD_SETNS") != "0"

@@ -30,6 +30,7 @@ from hostjob.runtime.status import Status
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from hostjob import cgroups
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from hostjob.runtime.launch.spawn import Child
     from hostjob.runtime.sandbox.host import HostPlan
     from hostjob.runtime.sandbox.provider import RootfsProvider
+
+    Placer = Callable[[int], None]
 
 
 class CreateOptions:
@@ -100,7 +103,10 @@ def create(
 
     options = options or CreateOptions()
     store, container_id = container.store, container.id
-    job.cgroups_path = cgroups.resolve_path(job.cgroups_path, container_id, options.systemd_cgroup)
+    given = job.cgroups_path
+    job.cgroups_path = cgroups.resolve_path(given, container_id, options.systemd_cgroup)
+    if not given and not options.systemd_cgroup and paths.isdir("/run/systemd/system"):
+        job.cgroups_path = _under_the_unit(container_id) or job.cgroups_path
     if job.process.terminal and options.console_socket is None:
         raise HostjobError("cannot allocate a tty without --console-socket")
     lock = store.create(container_id)  # first: a taken ID is "already exists"
@@ -108,6 +114,7 @@ def create(
         hierarchies = cgroups.detect()
         manager = open_manager(job.cgroups_path, mounts=hierarchies)
         _refuse_existing_cgroup(job.cgroups_path, manager)
+        scope = options.systemd_cgroup and _systemd_scope(hierarchies.version)
     except BaseException:
         store.remove(container_id)  # nothing else was made
         lock.release()
@@ -125,6 +132,7 @@ def create(
         # cgroup there already clears it again (see below).
         cgroup=job.cgroups_path,
         cgroup_mounts=hierarchies.rows(),
+        systemd_scope=scope or None,
         daemon=options.daemon,
         restarts=0 if options.daemon is not None else None,
     )
@@ -144,7 +152,10 @@ def create(
         store.write(record)
         faults.point("create:after-state-dir")
         try:
-            manager.create(job.resources, exclusive=True)
+            if scope:  # systemd makes the cgroup when it starts the scope, the init in it
+                manager.check(job.resources)
+            else:
+                manager.create(job.resources, exclusive=True)
         except CgroupExists:
             # Made by someone else since the check above: never ours to touch.
             record.cgroup = ""
@@ -161,7 +172,7 @@ def create(
         plan = launch_plan.plan(job, job.process)
         if options.rootfs is not None and plan.user.uid != 0:
             store.open_for_user(container_id)
-        setup = ChildSetup(plan, manager.entry())
+        setup = ChildSetup(plan, cgroups.Entry([], None) if scope else manager.entry())
         setup.fifo = fifo
         setup.release_by_pipe = release_by_pipe
         setup.console = options.console_socket
@@ -194,7 +205,8 @@ def create(
                 write_pid_file(pid_file, pid)
                 written.append(pid_file)
 
-        child = spawn(setup, after_fork=recorded)
+        place = _scope_placer(container_id, job, manager) if scope else None
+        child = spawn(setup, after_fork=recorded, place=place)
         faults.point("create:after-fork")
         if points:
             from hostjob.runtime.launch import hooks
@@ -297,6 +309,59 @@ def _adopt_shared_paths(container: Handle, targets: list[str]) -> None:
             if kind == REMOVE and any(fsutil.under(target, path) for target in targets):
                 adopted.append([kind, path])
     container.record_change(*adopted)  # those not recorded yet, in one write
+
+
+def _under_the_unit(container_id: str) -> str | None:
+    """The job's cgroup inside the systemd unit that runs this command, where the unit
+    delegates its cgroup (a generated unit, or ``systemd-run -p Delegate=yes``): then
+    ``journalctl -u UNIT`` shows the job's output (journald files each line under the
+    writer's cgroup) and ``systemctl status UNIT`` its processes. None elsewhere."""
+    from hostjob.cgroups import systemd
+
+    unit = systemd.unit_cgroup()
+    if unit is None:
+        return None
+    if not systemd.delegates(unit):
+        if unit.endswith(".service"):  # a session's scope is no service's output
+            log.warning(
+                f"the systemd unit of {unit} does not delegate its cgroup (Delegate=yes):"
+                " the job's cgroup is made outside it, and journalctl -u will not show"
+                " its output"
+            )
+        return None
+    if not systemd.leave_unit_root(unit):
+        log.warning(
+            f"the systemd unit's cgroup {unit} holds other processes than hostjob: the"
+            " job's cgroup is made outside it, and journalctl -u will not show its output"
+        )
+        return None
+    return f"{unit}/{container_id}"
+
+
+def _systemd_scope(version: int) -> bool:
+    """Whether ``--systemd-cgroup`` makes the job a systemd scope on this host; where it
+    cannot, the path is mapped onto cgroupfs, and a warning says why."""
+    from hostjob.cgroups import systemd
+
+    why = systemd.unavailable(version)
+    if why is not None:
+        log.warning(f"--systemd-cgroup: {why}; the job's cgroup is made on cgroupfs")
+        return False
+    return True
+
+
+def _scope_placer(container_id: str, job: JobConfig, manager: cgroups.Manager) -> Placer:
+    """How the forked init gets into its job under the systemd driver: systemd starts the
+    scope with it, then what systemd has no property for is written to the cgroup."""
+    from hostjob.cgroups import systemd
+
+    def place(pid: int) -> None:
+        description = f"hostjob container {container_id}"
+        rest = systemd.start(job.cgroups_path, pid, description, job.resources)
+        if rest is not None and rest.to_json():
+            manager.update(rest)
+
+    return place
 
 
 def _host_setup_due(job: JobConfig) -> bool:

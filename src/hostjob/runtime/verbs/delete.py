@@ -61,7 +61,9 @@ def destroy(container: Handle, *, grace: float, run_poststop: bool) -> None:
     if record.pid:
         proc.signal_process(record.pid, record.start_time, signals.SIGKILL)
     faults.point("delete:after-kill")
-    if container.owns_cgroup():
+    if container.owns_cgroup() and record.systemd_scope:
+        _end_scope(container, grace)
+    elif container.owns_cgroup():
         from hostjob import cgroups
 
         path, mounts = job.cgroups_path, container.cgroup_mounts()
@@ -128,6 +130,23 @@ def _used_by_others(container: Handle, path: str) -> bool:
         if any(fsutil.under(entry[1], path) for entry in other.record.undo):
             return True
     return False
+
+
+def _end_scope(container: Handle, grace: float) -> None:
+    """The systemd driver's teardown: what is left of the job ends as any job's does,
+    then systemd stops the scope (its cgroup goes with it) and forgets it. Never a slice:
+    those are systemd's."""
+    from hostjob.cgroups import systemd
+
+    manager = container.cgroup()
+    if grace > 0:
+        manager.terminate(grace)
+    if manager.exists():
+        manager.kill_all(signals.SIGKILL)
+        manager.wait_empty(5.0)
+    systemd.stop(container.config.cgroups_path)
+    if manager.exists():  # a scope systemd no longer knew (stopped meanwhile, a crash)
+        manager.destroy()
 
 
 def _remove_job_cgroup(path: str, manager: cgroups.Manager | None = None) -> None:

@@ -38,7 +38,19 @@ def restart(container: Handle, stdio: tuple[str, str] | None = None) -> Child:
         if manager.pids():  # what outlived the last init goes first
             manager.kill_all(signals.SIGKILL)
             manager.wait_empty(5.0)
-        setup = ChildSetup(launch_plan.plan(job, job.process), manager.entry())
+        place = None
+        entry = manager.entry()
+        if record.systemd_scope and not manager.exists():
+            # systemd stopped the scope with its last process: a new one takes the init
+            from hostjob.cgroups import Entry, systemd
+
+            entry = Entry([], None)
+
+            def place(pid: int) -> None:
+                systemd.start(job.cgroups_path, pid, f"hostjob container {container.id}",
+                              job.resources)  # fmt: skip
+
+        setup = ChildSetup(launch_plan.plan(job, job.process), entry)
         setup.stdio = stdio
         if job.mount_mode == "bind":
             from hostjob.runtime.sandbox.namespace import enter_bind_namespace
@@ -46,7 +58,7 @@ def restart(container: Handle, stdio: tuple[str, str] | None = None) -> Child:
             setup.enter_namespace = enter_bind_namespace(job)
         setup.start_hooks = job.hooks_for("startContainer")
         setup.hook_state = container.hook_state(Status.CREATED, None)
-        child = spawn(setup)
+        child = spawn(setup, place=place)
         record.pid = child.pid
         record.start_time = proc.start_time(child.pid) or 0
         record.restarts = (record.restarts or 0) + 1
