@@ -18,18 +18,9 @@ from __future__ import annotations
 
 from hostjob import log, paths
 from hostjob.errors import ConfigError, NotAJobContainer
-from hostjob.job import (
-    PRIVATE,
-    SHARED,
-    SLAVE,
-    Hook,
-    JobConfig,
-    ProcessConfig,
-    Rlimit,
-    Volume,
-    merge_resources,
-)
+from hostjob.job import Hook, JobConfig, ProcessConfig, Rlimit, merge_resources
 from hostjob.pods import default_mount_mode, is_cri, is_job_container, pod_namespaces
+from hostjob.volumes import volumes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,9 +41,15 @@ HCS_CONTAINER = "microsoft.com/hostprocess-container"
 HCS_ROOTFS_LOCATION = "microsoft.com/hostprocess-rootfs-location"
 HCS_INHERIT_USER = "microsoft.com/hostprocess-inherit-user"
 
+# Operator defaults per runtime name: a client that cannot send annotations (docker's
+# ``runtimeArgs``, a containerd ``BinaryName`` wrapper) gives them to hostjob as global
+# flags. Each stands for an annotation, which still wins where a config has it.
+DEFAULT_FLAGS = {
+    ANNOTATION_MOUNT_MODE: "--default-mount-mode",
+    ANNOTATION_MOUNT_POINT: "--default-rootfs-mount-point",
+    ANNOTATION_INHERIT_USER: "--default-inherit-user",
+}
 
-# Mount types that only make sense inside a container's own namespaces.
-CONTAINER_INTERNAL_MOUNTS = ("proc", "sysfs", "devpts", "tmpfs", "mqueue", "cgroup", "cgroup2")
 
 RLIMIT_NAMES = (
     "RLIMIT_AS",
@@ -101,10 +98,16 @@ def rootfs_of(spec: wire.Spec, bundle: str) -> str:
 
 
 def to_job_config(
-    spec: wire.Spec, bundle: str, container_id: str, host: HostFacts | None = None
+    spec: wire.Spec,
+    bundle: str,
+    container_id: str,
+    host: HostFacts | None = None,
+    defaults: dict[str, str] | None = None,
 ) -> JobConfig:
     """The job container that ``spec`` (a decoded config.json of the bundle at
-    ``bundle``, an absolute path) describes, for the container ``container_id``."""
+    ``bundle``, an absolute path) describes, for the container ``container_id``.
+    ``defaults``: the operator's (``DEFAULT_FLAGS``), by the annotation each stands
+    for, taken where the config's annotations do not say."""
     from hostjob.spec import runtime as wire
 
     annotations = dict(spec.annotations or {})
@@ -120,13 +123,18 @@ def to_job_config(
     assert spec.root is not None
     if spec.process is None:
         raise ConfigError("process is required", "process")
-    mount_mode = annotations.get(ANNOTATION_MOUNT_MODE) or default_mount_mode(annotations)
+    defaults = defaults or {}
+    mode_path = f"annotations.{ANNOTATION_MOUNT_MODE}"
+    mount_mode = annotations.get(ANNOTATION_MOUNT_MODE)
+    if not mount_mode and defaults.get(ANNOTATION_MOUNT_MODE):
+        mount_mode = defaults[ANNOTATION_MOUNT_MODE]
+        mode_path = DEFAULT_FLAGS[ANNOTATION_MOUNT_MODE]
+    mount_mode = mount_mode or default_mount_mode(annotations)
     if mount_mode not in MOUNT_MODES:
-        raise ConfigError(
-            f"must be one of {', '.join(MOUNT_MODES)}, not {mount_mode!r}",
-            f"annotations.{ANNOTATION_MOUNT_MODE}",
-        )
-    mount_point = _mount_point(spec, annotations, container_id, rootfs, mount_mode)
+        raise ConfigError(f"must be one of {', '.join(MOUNT_MODES)}, not {mount_mode!r}", mode_path)
+    mount_point = _mount_point(
+        spec, annotations, container_id, rootfs, mount_mode, defaults.get(ANNOTATION_MOUNT_POINT)
+    )
     linux = spec.linux or wire.Linux()
     resources = linux.resources
     windows = spec.windows
@@ -153,17 +161,24 @@ def to_job_config(
         readonly=bool(spec.root.readonly),
         mount_mode=mount_mode,
         mount_point=mount_point,
-        volumes=_volumes(spec.mounts or [], bundle),
+        volumes=volumes(spec.mounts or [], bundle),
         process=process_config(spec.process, "process"),
         hooks=_hooks(spec.hooks),
         cgroups_path=linux.cgroups_path or "",
         resources=resources,
         annotations=annotations,
-        inherit_user=_truthy(annotations.get(ANNOTATION_INHERIT_USER))
-        or _truthy(annotations.get(HCS_INHERIT_USER)),
+        inherit_user=_inherit_user(annotations, defaults.get(ANNOTATION_INHERIT_USER)),
         pod_namespaces=joined or None,
         seccomp=linux.seccomp,
     )
+
+
+def _inherit_user(annotations: dict[str, str], default: str | None) -> bool:
+    own = annotations.get(ANNOTATION_INHERIT_USER)
+    hcs = annotations.get(HCS_INHERIT_USER)
+    if own is None and hcs is None:
+        return _truthy(default)
+    return _truthy(own) or _truthy(hcs)
 
 
 def _truthy(value: str | None) -> bool:
@@ -174,7 +189,8 @@ def _refuse_unsupported(spec: wire.Spec) -> None:
     if spec.linux is not None and spec.linux.sysctl:
         raise ConfigError(
             "job containers share the host's kernel namespaces, so sysctls would change"
-            " the host; remove them",
+            " the host; remove them (docker sends some for any network but the host's:"
+            " run it with --network host)",
             "linux.sysctl",
         )
     if spec.vm is not None:
@@ -205,19 +221,32 @@ _IGNORED: tuple[tuple[str, str], ...] = (
 
 
 def _warn_ignored(spec: wire.Spec) -> None:
+    """One line naming every ignored field present: every client sends several of them
+    (docker and podman five), and an operator reads the line on every container."""
+    present = []
     for getter, path in _IGNORED:
         value: Any = spec
         for attr in getter.split("."):
             value = getattr(value, attr, None) if value is not None else None
         if value:
-            log.warning(f"{path} is ignored: job containers run in the host's namespaces")
+            present.append(path)
+    if present:
+        verb = "is" if len(present) == 1 else "are"
+        log.warning(
+            f"{', '.join(present)} {verb} ignored: job containers run in the host's namespaces"
+        )
 
 
 def _mount_point(
-    spec: wire.Spec, annotations: dict[str, str], container_id: str, rootfs: str, mode: str
+    spec: wire.Spec,
+    annotations: dict[str, str],
+    container_id: str,
+    rootfs: str,
+    mode: str,
+    default: str | None = None,
 ) -> str:
     """The sandbox mount point: ``rootfsMountPoint`` or its annotations, else the
-    rootfs itself (host mode) or ``/hpc`` (bind mode)."""
+    operator's default, else the rootfs itself (host mode) or ``/hpc`` (bind mode)."""
     asked = None
     path = ""
     job = spec.windows.job_container if spec.windows is not None else None
@@ -229,6 +258,8 @@ def _mount_point(
         location = annotations[HCS_ROOTFS_LOCATION]
         asked = paths.join(location, container_id)
         path = f"annotations.{HCS_ROOTFS_LOCATION}"
+    elif default:
+        asked, path = default, DEFAULT_FLAGS[ANNOTATION_MOUNT_POINT]
     if asked is not None:
         asked = validate_mount_point(asked, path)
     if mode == "bind":
@@ -246,56 +277,6 @@ def validate_mount_point(path: str, json_path: str) -> str:
     if path == "/" or any(path == t or path.startswith(t + "/") for t in _SYSTEM_TREES):
         raise ConfigError(f"refusing to use {path} as the mount point", json_path)
     return path
-
-
-def _volumes(mounts: list[wire.Mount], bundle: str) -> list[Volume]:
-    volumes = []
-    for i, mount in enumerate(mounts):
-        options = mount.options or []
-        if not mount.destination:
-            raise ConfigError("destination is required", f"mounts[{i}].destination")
-        if mount.type == "bind" or "bind" in options or "rbind" in options:
-            if not mount.source:
-                raise ConfigError("a bind mount needs a source", f"mounts[{i}].source")
-            volumes.append(
-                Volume(
-                    source=paths.normpath(paths.join(bundle, mount.source)),
-                    destination=paths.normpath(paths.join("/", mount.destination)),
-                    readonly="ro" in options,
-                    propagation=_propagation(options),
-                )
-            )
-        elif mount.type in CONTAINER_INTERNAL_MOUNTS:
-            log.debug(f"mounts[{i}] ({mount.type} on {mount.destination}) is container-internal")
-        else:
-            log.warning(
-                f"mounts[{i}] ({mount.type} on {mount.destination}) is ignored:"
-                " only bind mounts apply to job containers"
-            )
-    return volumes
-
-
-# A mount's propagation options (runc's names; the last one given wins, as in runc).
-# Unbindable mounts cannot be bound again, which nothing in a job's namespace does:
-# private is all they need.
-_PROPAGATION_OPTIONS = {
-    "private": PRIVATE,
-    "rprivate": PRIVATE,
-    "unbindable": PRIVATE,
-    "runbindable": PRIVATE,
-    "slave": SLAVE,
-    "rslave": SLAVE,
-    "shared": SHARED,
-    "rshared": SHARED,
-}
-
-
-def _propagation(options: list[str]) -> str:
-    """A bind-mode volume's propagation: ``rprivate`` unless its options ask otherwise."""
-    found = PRIVATE
-    for option in options:
-        found = _PROPAGATION_OPTIONS.get(option, found)
-    return found
 
 
 def _hooks(hooks: wire.Hooks | None) -> dict[str, list[Hook]]:

@@ -120,20 +120,38 @@ SHARED = "rshared"  # both ways: the job's mounts reach the host
 PROPAGATIONS = (PRIVATE, SLAVE, SHARED)
 
 
-class Volume(Model):
-    """A bind mount of the spec: a symlink in host mode, a real bind in bind mode."""
+# Volume.kind
+BIND = "bind"  # a host path: host mode's link (a read-only bind if ro), bind mode's bind
+TMPFS = "tmpfs"  # a tmpfs of the container's own: under the mount point, or in bind mode's
+# private namespace at its destination
 
-    __slots__ = ("destination", "propagation", "readonly", "source")
+
+class Volume(Model):
+    """A mount of the spec that applies to a job container: a bind mount (a symlink in
+    host mode, a read-only bind there if it is ``ro``, a real bind in bind mode) or a
+    tmpfs."""
+
+    __slots__ = ("destination", "kind", "options", "propagation", "readonly", "source")
     source: str
     destination: str
     readonly: bool
     propagation: str | None  # one of PROPAGATIONS; None in records made before it was kept
+    kind: str | None  # BIND or TMPFS; None (a bind) in records made before tmpfs
+    # TMPFS: the mount's flag words (nosuid, nodev, noexec, ...) and tmpfs's own
+    # key=value options (size, mode, ...), checked by the conversion
+    options: list[str] | None
     FIELDS = (
         ("source", "source", string),
         ("destination", "destination", string),
         ("readonly", "readonly", boolean),
         ("propagation", "propagation", string),
+        ("kind", "kind", string),
+        ("options", "options", string_list),
     )
+
+    @property
+    def is_tmpfs(self) -> bool:
+        return self.kind == TMPFS
 
 
 class PodNamespace(Model):

@@ -16,6 +16,14 @@ Fixtures (see harness.py for the classes):
   remove fails the test.
 * ``podman_env`` / ``podman`` — the same pair for ``harness.Podman``
   (``podman.new_name(...)``).
+* ``docker_runtime`` — a ``docker.DockerRuntime``: every test that takes it runs once per
+  runtime name the private dockerd has: ``runc`` (the sanity check), ``hostjob`` (host mode)
+  and ``hostjob-bind`` (bind mode, the operator's default flag), as ``COMPAT_RUNTIMES`` names
+  runc and hostjob.
+* ``docker_daemon`` / ``docker`` — the same pair for ``docker.Docker`` (a private dockerd;
+  ``docker.new_name(...)``); after each test everything its containers made is gone (mounts
+  under the daemon's dir, cgroups, runtime state, shims), and at the end of the session the
+  host's ``/etc/hosts``, ``/etc/resolv.conf``, ``/etc/hostname`` and ``/dev`` are as they were.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+from . import docker as docker_client
 from . import harness
 from .image import OCIImage, build_oci_image, build_rootfs
 
@@ -41,6 +50,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "runtime" in metafunc.fixturenames:
         names = harness.selected_runtime_names()
         metafunc.parametrize("runtime", names, indirect=True, scope="session", ids=names)
+    if "docker_runtime" in metafunc.fixturenames:
+        names = docker_runtime_names()
+        metafunc.parametrize("docker_runtime", names, indirect=True, scope="session", ids=names)
+
+
+def docker_runtime_names() -> list[str]:
+    selected = harness.selected_runtime_names()
+    names = ["runc"] if "runc" in selected else []
+    if "hostjob" in selected:
+        names += ["hostjob", docker_client.BIND_MODE]
+    return names
 
 
 @pytest.fixture(scope="session")
@@ -164,3 +184,77 @@ def podman(podman_env: harness.Podman, test_image: OCIImage) -> Iterator[harness
         if pm.podman("container", "exists", name).returncode == 0:
             pm.podman("unpause", name)
             pm.podman("rm", "--force", "--time", "0", name, timeout=60)
+
+
+# ---- docker ---------------------------------------------------------------------------------
+
+HOST_FILES = ("/etc/hosts", "/etc/resolv.conf", "/etc/hostname")
+
+
+def host_snapshot() -> dict[str, object]:
+    """What no container may change on the host: three files (content, mode, inode) and
+    what /dev holds."""
+    seen: dict[str, object] = {}
+    for path in HOST_FILES:
+        try:
+            st = os.lstat(path)
+            seen[path] = (Path(path).read_bytes(), st.st_mode, st.st_ino)
+        except OSError as e:
+            seen[path] = repr(e)
+    seen["/dev"] = sorted(os.listdir("/dev"))
+    return seen
+
+
+@pytest.fixture(scope="session")
+def docker_daemon(
+    tmp_path_factory: pytest.TempPathFactory, compat_workdir: Path
+) -> Iterator[docker_client.Docker]:
+    host = host_snapshot()
+    runtimes = []
+    try:
+        names = [n for n in harness.selected_runtime_names() if n in ("runc", "hostjob")]
+        runtimes = [harness.make_runtime(n, compat_workdir) for n in names]
+    except harness.HarnessError as e:
+        _fail(e)
+    dk = docker_client.Docker(tmp_path_factory.mktemp("docker"), runtimes)
+    try:
+        dk.start()
+        dk.import_image()
+    except harness.HarnessError as e:
+        dk.stop()
+        _fail(e)
+    yield dk
+    problems = dk.stop()
+    changed = [k for k, v in host_snapshot().items() if host.get(k) != v]
+    if changed:
+        problems.append(f"the host's {', '.join(changed)} changed")
+    if problems:
+        pytest.fail("docker teardown found leftovers:\n" + "\n".join(problems), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def docker_runtime(
+    request: pytest.FixtureRequest, docker_daemon: docker_client.Docker
+) -> docker_client.DockerRuntime:
+    for r in docker_daemon.runtimes:
+        if r.name == request.param:
+            return r
+    _fail(harness.HarnessError(f"dockerd has no runtime {request.param}"))
+    raise AssertionError
+
+
+@pytest.fixture
+def docker(docker_daemon: docker_client.Docker) -> Iterator[docker_client.Docker]:
+    """The daemon; the containers a test named with ``new_name`` are removed after it,
+    and whatever any container of the test made must be gone then."""
+    dk = docker_daemon
+    before = dk.traces()
+    made = len(dk.names)
+    yield dk
+    for name in dk.names[made:]:
+        dk.docker("rm", "--force", name, timeout=60)
+    harness.wait_for(lambda: dk.traces() == before, 10.0, 0.1)
+    after = dk.traces()
+    left = {k: sorted(set(v) - set(before[k])) for k, v in after.items() if v != before[k]}
+    if left:
+        pytest.fail(f"left behind by the test's containers: {left}", pytrace=False)

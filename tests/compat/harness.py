@@ -163,6 +163,53 @@ def kill_pids(pids: Iterable[int], sig: int = signal.SIGKILL) -> None:
             pass
 
 
+def start_daemon(
+    argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """A client's daemon in a session of its own, its output appended to ``log``."""
+    logf = open(log, "ab")  # noqa: SIM115 - handed to the daemon
+    try:
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=logf,
+            stderr=logf,
+            start_new_session=True,
+            env=env,
+        )
+    finally:
+        logf.close()
+
+
+def log_tail(log: Path, n: int = 30) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+def stop_daemon(proc: subprocess.Popen[bytes], what: str, timeout: float) -> list[str]:
+    """SIGTERM a client's daemon, then SIGKILL after ``timeout`` s; the problem, if any."""
+    if proc.poll() is not None:
+        return []
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+        return [f"{what} ignored SIGTERM"]
+    return []
+
+
+def kill_shims(shims: list[tuple[int, str]]) -> list[str]:
+    """Kill the shim processes a stopped daemon left; the problem, if any."""
+    if not shims:
+        return []
+    kill_pids(p for p, _ in shims)
+    return [f"shim processes left: {shims}"]
+
+
 # ---------------------------------------------------------------------------------------------
 # cgroups
 
@@ -637,17 +684,7 @@ disabled_plugins = {json.dumps(disabled)}
         ensure_peer("containerd", ["containerd", "ctr", "containerd-shim-runc-v2"])
         self.dir.mkdir(parents=True, exist_ok=True)
         self.write_config()
-        logf = open(self.log, "ab")  # noqa: SIM115 - handed to the daemon
-        try:
-            self.proc = subprocess.Popen(
-                ["containerd", "--config", str(self.config)],
-                stdin=subprocess.DEVNULL,
-                stdout=logf,
-                stderr=logf,
-                start_new_session=True,
-            )
-        finally:
-            logf.close()
+        self.proc = start_daemon(["containerd", "--config", str(self.config)], self.log)
         ok = wait_for(
             lambda: (
                 self.address.exists()
@@ -665,10 +702,7 @@ disabled_plugins = {json.dumps(disabled)}
         return self
 
     def log_tail(self, n: int = 30) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return "(no log)"
+        return log_tail(self.log, n)
 
     def ctr(
         self,
@@ -789,19 +823,9 @@ disabled_plugins = {json.dumps(disabled)}
         except HarnessError as e:
             problems.append(f"cleanup through ctr failed: {e}")
         if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    self.proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    problems.append("containerd ignored SIGTERM")
-                    self.proc.kill()
-                    self.proc.wait(10)
+            problems += stop_daemon(self.proc, "containerd", 15)
             self.proc = None
-        shims = self.shims()
-        if shims:
-            problems.append(f"shim processes left: {shims}")
-            kill_pids(p for p, _ in shims)
+        problems += kill_shims(self.shims())
         mounts = unmount_all_under(self.dir)
         if mounts:
             problems.append(f"mounts left under {self.dir}: {mounts}")

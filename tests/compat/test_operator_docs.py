@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
 from tests.helpers import REPO
 
-from . import harness
+from . import docker as harness_docker
+from . import harness, image
 from .image import OCIImage
 
 TYPE_CHECKING = False
@@ -94,3 +97,20 @@ def test_podman_runs_hostjob_by_name(
         5.0,
         0.1,
     )
+
+
+def test_docker_runs_the_documented_runtimes(
+    docker: harness_docker.Docker, compat_workdir: Path
+) -> None:
+    """The docker suite's dockerd has exactly the documented runtimes (with this run's
+    binary), and the documented `docker run` line runs there, with the suite's image."""
+    binary = hostjob_binary(compat_workdir)
+    documented = json.loads(snippet("daemon-json").replace(DOC_BINARY, binary))
+    running = json.loads(docker.config.read_text())
+    assert documented["runtimes"] == running["runtimes"]
+    line = shlex.split(snippet("docker-run").replace("\\\n", " "))
+    assert line[:2] == ["docker", "run"] and "--network" in line and "busybox" in line
+    words = [image.IMAGE_REF if w == "busybox" else w for w in line[1:]]
+    result = docker.docker(*words, timeout=90)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("image at /") and "$" not in result.stdout, result.stdout

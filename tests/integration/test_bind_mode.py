@@ -110,16 +110,38 @@ def test_bind_mode_default_mount_point_is_hpc(hj: Hostjob, bundle, tmp_path: Pat
     assert mounts_under("/hpc") == []
 
 
-def test_bind_mode_cwd_is_a_host_path(hj: Hostjob, bundle, tmp_path: Path) -> None:
-    config = base_config("pwd")
+def test_bind_mode_cwd_is_the_containers_view(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    """As in host mode: an image path under the mount point (made in the writable layer
+    when missing), ``/`` the mount point, a volume's destination that volume."""
+    mount_point = tmp_path / "m"
+    volume = tmp_path / "vol"
+    (volume / "sub").mkdir(parents=True)
+    config = base_config("sh", "-c", "pwd; ls")
     config["annotations"] = {
         "io.hostjob.mount-mode": "bind",
-        "io.hostjob.rootfs-mount-point": str(tmp_path / "m"),
+        "io.hostjob.rootfs-mount-point": str(mount_point),
     }
-    config["process"]["cwd"] = "/tmp"
-    assert hj("run", "-b", str(bundle(config)), new_id()).stdout == "/tmp\n"
-    config["process"]["cwd"] = "/no/such/dir"
-    assert "/no/such/dir" in hj.fail("run", "-b", str(bundle(config, "b2")), new_id())
+    config["mounts"] = [
+        {"destination": "/data", "type": "bind", "source": str(volume), "options": ["rbind"]}
+    ]
+    existed = Path("/data").exists()
+    for n, (cwd, seen) in enumerate(
+        [
+            ("/", f"{mount_point}\nbin etc"),
+            ("/etc", f"{mount_point}/etc\nimage-release"),
+            ("/made/here", f"{mount_point}/made/here"),
+            ("/data", "/data\nsub"),
+            ("/data/sub", "/data/sub"),
+        ]
+    ):
+        config["process"]["cwd"] = cwd
+        result = hj("run", "-b", str(bundle(config, f"b{n}")), new_id())
+        assert result.stdout.split() == seen.split(), (cwd, result.stderr)
+    assert not Path(mount_point).exists() and Path("/data").exists() == existed
+    # A missing directory is made in the image only, never on a volume.
+    config["process"]["cwd"] = "/data/no/such"
+    assert "/data/no/such" in hj.fail("run", "-b", str(bundle(config, "b9")), new_id())
+    assert not (volume / "no").exists()
 
 
 def test_two_bind_containers_share_a_mount_point(hj: Hostjob, bundle, tmp_path: Path) -> None:
@@ -291,3 +313,55 @@ def test_volume_propagation(hj: Hostjob, bundle, tmp_path: Path) -> None:
     finally:
         for point in sorted(mounts_under(str(shared)), key=len, reverse=True):
             subprocess.run(["umount", "-l", point], check=False)
+
+
+def test_a_tmpfs_volume_is_the_jobs_own(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    """docker's and podman's --tmpfs in bind mode: a new tmpfs at its destination in the
+    private namespace (the host sees none of it; a missing target is made and removed
+    again), read-only when asked."""
+    scratch, frozen = tmp_path / "scratch", tmp_path / "frozen"
+    script = (
+        f"echo data > {scratch}/f && grep -F ' {scratch} ' /proc/self/mounts | cut -d' ' -f3,4;"
+        f" touch {frozen}/x 2>/dev/null && echo written || echo refused"
+    )
+    config = base_config("sh", "-c", script)
+    config["annotations"] = {"io.hostjob.mount-mode": "bind"}
+    config["mounts"] = [
+        {"destination": str(scratch), "type": "tmpfs", "source": "tmpfs",
+         "options": ["nosuid", "nodev", "size=2m"]},
+        {"destination": str(frozen), "type": "tmpfs", "source": "tmpfs", "options": ["ro"]},
+    ]  # fmt: skip
+    before = [m for m in host_mounts() if m.startswith(str(tmp_path))]
+    result = hj("run", "-b", str(bundle(config)), new_id())
+    assert result.stdout.splitlines() == ["tmpfs rw,nosuid,nodev,relatime,size=2048k", "refused"], (
+        result.stderr
+    )
+    assert [m for m in host_mounts() if m.startswith(str(tmp_path))] == before
+    assert not scratch.exists() and not frozen.exists()
+
+
+def test_the_operators_default_mount_mode(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    """docker cannot send annotations: `"runtimeArgs": ["--default-mount-mode=bind"]`
+    puts the flag before every command; the container's own annotation still wins."""
+    config = base_config("sh", "-c", 'echo "$CONTAINER_SANDBOX_MOUNT_POINT"')
+    flag = ["--default-mount-mode=bind", "--default-rootfs-mount-point", str(tmp_path / "j")]
+    words = hj.argv("run", "-b", str(bundle(config)), new_id())
+    at = words.index("run")
+    seen = subprocess.run(
+        [*words[:at], *flag, *words[at:]], capture_output=True, text=True, env=hostjob_env()
+    )
+    assert seen.stdout == f"{tmp_path / 'j'}\n", seen.stderr
+    config["annotations"] = {"io.hostjob.mount-mode": "host"}
+    b = bundle(config, "own")
+    words = hj.argv("run", "-b", str(b), new_id())
+    seen = subprocess.run(
+        [*words[:at], "--default-mount-mode=bind", *words[at:]],
+        capture_output=True,
+        text=True,
+        env=hostjob_env(),
+    )
+    assert seen.stdout == f"{b / 'rootfs'}\n", seen.stderr
+    bad = subprocess.run(
+        [*hj.argv()[:at], "--default-mount-mode=overlay", "list"], capture_output=True, text=True
+    )
+    assert bad.returncode != 0 and "--default-mount-mode" in bad.stderr

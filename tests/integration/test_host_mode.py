@@ -139,7 +139,7 @@ def test_volumes_become_links(hj: Hostjob, bundle, tmp_path: Path) -> None:
             "destination": "/var/lib/data",
             "type": "bind",
             "source": str(data),
-            "options": ["rbind", "ro"],
+            "options": ["rbind", "rw"],
         },
         {"destination": "/proc", "type": "proc", "source": "proc"},
         {"destination": "/dev", "type": "tmpfs", "source": "tmpfs"},
@@ -157,6 +157,99 @@ def test_volumes_become_links(hj: Hostjob, bundle, tmp_path: Path) -> None:
     assert not link.exists() and not (b / "rootfs" / "var").exists()  # what hostjob made is gone
     result = hj("run", "-b", str(b), new_id())
     assert result.stdout == "from the host\n", result.stderr
+
+
+def test_a_read_only_volume_is_its_source_bound_read_only(
+    hj: Hostjob, bundle, tmp_path: Path
+) -> None:
+    """A link would let the job write into the source (docker's `-v dir:/data:ro`
+    did): a read-only volume is the source bound read-only at the link's place, seen
+    host-wide like a link, taken off at delete with the directory made for it. A file
+    volume covers the image's file (docker's placeholder) and leaves it as it was."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "hello").write_text("from the host\n")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 host\n")
+    script = (
+        "mp=$CONTAINER_SANDBOX_MOUNT_POINT; cat $mp/var/lib/data/hello $mp/etc/hosts;"
+        " touch $mp/var/lib/data/new 2>/dev/null && echo written || echo refused;"
+        " echo x >> $mp/etc/hosts 2>/dev/null && echo written || echo refused; sleep 300"
+    )
+    config = base_config("sh", "-c", script)
+    ro = ["rbind", "ro", "rprivate"]
+    config["mounts"] = [
+        {"destination": "/var/lib/data", "type": "bind", "source": str(data), "options": ro},
+        {"destination": "/etc/hosts", "type": "bind", "source": str(hosts), "options": ro},
+    ]
+    b = bundle(config)
+    rootfs = b / "rootfs"
+    (rootfs / "etc" / "hosts").touch()  # docker's init layer: an empty placeholder
+    before = mount_table(tmp_path)
+    cid = new_id()
+    out = tmp_path / "out"
+    with open(out, "w") as stdout:
+        subprocess.run(
+            hj.argv("run", "-d", "-b", str(b), cid), stdout=stdout, check=True, env=hostjob_env()
+        )
+    deadline = time.monotonic() + 10
+    while out.read_text().count("\n") < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert out.read_text().splitlines() == ["from the host", "127.0.0.1 host", "refused", "refused"]
+    real = os.path.realpath(rootfs)
+    assert mounts_under(real) == [f"{real}/var/lib/data", f"{real}/etc/hosts"]
+    assert not (data / "new").exists() and hosts.read_text() == "127.0.0.1 host\n"
+    hj.ok("delete", "--force", cid)
+    assert mount_table(tmp_path) == before
+    assert not (rootfs / "var").exists()
+    assert (rootfs / "etc" / "hosts").read_text() == ""  # the placeholder, as it was
+
+
+def test_a_tmpfs_volume_is_mounted_where_the_job_sees_it(
+    hj: Hostjob, bundle, tmp_path: Path
+) -> None:
+    """docker's and podman's --tmpfs: a tmpfs of the container's own under the mount
+    point (its options given to it), unmounted at delete; with a mount point of its
+    own, the tmpfs is under that one. The tmpfs mounts of every client's default spec
+    (/dev, /dev/shm, containerd's /run) stay the host's."""
+    mount_point = tmp_path / "mp"
+    script = (
+        "mp=$CONTAINER_SANDBOX_MOUNT_POINT; echo data > $mp/scratch/f;"
+        " grep -F \" $mp/scratch \" /proc/self/mounts | cut -d' ' -f3,4;"
+        " touch $mp/frozen/x 2>/dev/null && echo written || echo refused"
+    )
+    config = base_config("sh", "-c", script)
+    config["windows"] = {"jobContainer": {"rootfsMountPoint": str(mount_point)}}
+    config["mounts"] = [
+        {"destination": "/scratch", "type": "tmpfs", "source": "tmpfs",
+         "options": ["nosuid", "nodev", "noexec", "rprivate", "size=1m", "mode=1770"]},
+        {"destination": "/frozen", "type": "tmpfs", "source": "tmpfs", "options": ["ro"]},
+        {"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["size=1m"]},
+        {"destination": "/run", "type": "tmpfs", "source": "tmpfs",
+         "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+    ]  # fmt: skip
+    b = bundle(config)
+    before = mount_table(tmp_path)
+    result = hj("run", "-b", str(b), new_id())
+    assert result.stdout.splitlines() == [
+        "tmpfs rw,nosuid,nodev,noexec,relatime,size=1024k,mode=1770",
+        "refused",
+    ], result.stderr
+    assert mount_table(tmp_path) == before and not mount_point.exists()
+    for made in ("scratch", "frozen", "run", "dev"):
+        assert not (b / "rootfs" / made).exists(), made
+
+
+def test_a_tmpfs_that_cannot_be_mounted_is_refused(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    config = base_config("true")
+    config["mounts"] = [
+        {"destination": "/t", "type": "tmpfs", "source": "tmpfs", "options": ["size=lots"]}
+    ]
+    b = bundle(config)
+    cid = new_id()
+    err = hj.fail("create", "-b", str(b), cid)
+    assert "tmpfs /t: cannot mount a tmpfs (size=lots)" in err, err
+    assert not (hj.root / cid).exists() and not (b / "rootfs" / "t").exists()
 
 
 def test_volumes_planned_together_and_undone(hj: Hostjob, bundle, tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ links and directories are made with ``mkdirat``/``symlinkat`` on walked fds.
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from hostjob import fsutil, linux
@@ -91,6 +93,24 @@ def test_bind_mode_volume_through_an_image_symlink_is_refused(
     hj.ok("delete", "--force", cid)
 
 
+def _creates_under_a_racer(
+    hj: Hostjob, b: Path, check: Callable[[], bool] = lambda: True, rounds: int = 20
+) -> Iterator[tuple[str, subprocess.CompletedProcess[str]]]:
+    """``create`` of the bundle ``b``, ``rounds`` times, each while its rootfs's owner
+    (nobody) swaps a fresh ``a`` for its symlink ``s``; ``check()`` must hold as the
+    racer still runs. The caller looks at each result and deletes the container."""
+    rootfs = b / "rootfs"
+    for _ in range(rounds):
+        fsutil.remove_tree(str(rootfs / "a"))
+        (rootfs / "a").mkdir()
+        os.chown(rootfs / "a", *NOBODY)
+        cid = new_id("sec")
+        with racing([(str(rootfs / "a"), str(rootfs / "s"))], user=NOBODY):
+            result = hj("create", "--bundle", str(b), cid)
+            assert check()
+        yield cid, result
+
+
 def test_volume_links_made_under_a_racer(hj: Hostjob, bundle, tmp_path: Path) -> None:
     """Host mode, create while the owner of the rootfs swaps ``a`` (where hostjob makes
     ``a/x`` and the link ``a/x/vol``) for a symlink to the outside: each create either
@@ -111,13 +131,7 @@ def test_volume_links_made_under_a_racer(hj: Hostjob, bundle, tmp_path: Path) ->
     os.chown(rootfs, *NOBODY)
     before = snapshot(str(outside))
     made = refused = 0
-    for _ in range(20):
-        fsutil.remove_tree(str(rootfs / "a"))
-        (rootfs / "a").mkdir()
-        os.chown(rootfs / "a", *NOBODY)
-        cid = new_id("sec")
-        with racing([(str(rootfs / "a"), str(rootfs / "s"))], user=NOBODY):
-            result = hj("create", "--bundle", str(b), cid)
+    for cid, result in _creates_under_a_racer(hj, b):
         if result.returncode == 0:
             made += 1
             assert os.readlink(rootfs / "a" / "x" / "vol") == str(source)
@@ -127,4 +141,64 @@ def test_volume_links_made_under_a_racer(hj: Hostjob, bundle, tmp_path: Path) ->
             assert "symlink" in result.stderr, result.stderr
         hj.ok("delete", "--force", cid)
         assert snapshot(str(outside)) == before
+    assert made + refused == 20
+
+
+def test_a_path_based_host_mount_follows_a_symlink_in_the_rootfs(tmp_path: Path) -> None:
+    """The attack on host mode's mounts (a read-only volume, a tmpfs), first: mount(2)
+    by path at ``<rootfs>/a/x``, where the rootfs's owner made ``a`` a symlink to the
+    outside, covers the outside's directory -- on the host, for everyone."""
+    outside = tmp_path / "outside"
+    (outside / "x").mkdir(parents=True)
+    (outside / "x" / "keep").write_text("keep me")
+    rootfs = tmp_path / "rootfs"
+    rootfs.mkdir()
+    (rootfs / "a").symlink_to(outside)
+    linux.mount("tmpfs", str(rootfs / "a" / "x"), "tmpfs", 0, "size=1m")
+    try:
+        assert os.listdir(outside / "x") == []  # covered
+    finally:
+        linux.umount2(str(outside / "x"), linux.MNT_DETACH)
+
+
+def test_host_mode_mounts_made_under_a_racer(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    """Host mode, create while the owner of the rootfs swaps ``a`` (where hostjob mounts
+    a read-only volume at ``a/x/ro`` and a tmpfs at ``a/x/t``) for a symlink to the
+    outside: each create either mounts inside the rootfs or fails with one line; nothing
+    is ever mounted outside, and delete leaves no mount."""
+    open_up(tmp_path)
+    source = tmp_path / "source"
+    source.mkdir()
+    config = base_config("sleep", "300")
+    config["process"]["user"] = {"uid": NOBODY[0], "gid": NOBODY[1]}
+    config["mounts"] = [
+        {"destination": "/a/x/ro", "type": "bind", "source": str(source), "options": ["ro"]},
+        {"destination": "/a/x/t", "type": "tmpfs", "source": "tmpfs", "options": ["size=1m"]},
+    ]
+    b = bundle(config)
+    rootfs = b / "rootfs"
+    outside = tmp_path / "outside"
+    (outside / "x" / "ro").mkdir(parents=True)
+    (outside / "x" / "t").mkdir()
+    (rootfs / "s").symlink_to(outside)
+    os.lchown(rootfs / "s", *NOBODY)
+    os.chown(rootfs, *NOBODY)
+    before = snapshot(str(outside))
+
+    def mounts_outside() -> list[str]:
+        with open("/proc/self/mountinfo") as f:
+            return [line.split()[4] for line in f if str(outside) in line.split()[4]]
+
+    made = refused = 0
+    for cid, result in _creates_under_a_racer(hj, b, lambda: mounts_outside() == []):
+        if result.returncode == 0:
+            made += 1
+        else:
+            refused += 1
+            assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+            assert "symlink" in result.stderr or "exists" in result.stderr, result.stderr
+        hj.ok("delete", "--force", cid)
+        assert mounts_outside() == [] and snapshot(str(outside)) == before
+        with open("/proc/self/mountinfo") as f:
+            assert not [line for line in f if str(rootfs) in line]
     assert made + refused == 20

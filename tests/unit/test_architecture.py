@@ -59,6 +59,7 @@ LAYERS: dict[str, tuple[int, int]] = {
     "hostjob.job": (2, 0),
     "hostjob.pods": (3, 0),
     "hostjob.config": (3, 0),
+    "hostjob.volumes": (3, 0),
     "hostjob.cgroups": (4, 0),
     "hostjob.runtime.status": (5, 0),
     "hostjob.runtime.proc": (5, 0),

@@ -186,7 +186,7 @@ def test_bad_hooks_are_refused(hook: dict[str, Any], path: str) -> None:
     refused(base_config(hooks={"prestart": [hook]}), path)
 
 
-# --- §2 ignored: one warning each ----------------------------------------------------------
+# --- §2 ignored: one warning line naming them all -------------------------------------------
 
 IGNORED = [
     ("hostname", {"hostname": "h"}),
@@ -212,7 +212,7 @@ def test_seccomp_is_not_ignored(logged: list[tuple[str, str]]) -> None:
 
 
 @pytest.mark.parametrize(("field", "extra"), IGNORED, ids=[f for f, _e in IGNORED])
-def test_ignored_fields_cost_one_warning_each(
+def test_an_ignored_field_costs_one_warning(
     field: str, extra: dict[str, Any], logged: list[tuple[str, str]]
 ) -> None:
     config = base_config()
@@ -225,13 +225,33 @@ def test_ignored_fields_cost_one_warning_each(
     assert job.process.args == ["true"]
 
 
-def test_all_ignored_fields_together_are_one_warning_each(logged: list[tuple[str, str]]) -> None:
+def test_all_ignored_fields_together_are_one_warning_line(logged: list[tuple[str, str]]) -> None:
     config = base_config()
     for _field, extra in IGNORED:
         for key, value in extra.items():
             config[key] = {**config.get(key, {}), **value} if key in ("linux", "process") else value
     convert(config)
-    assert [msg.split(" ")[0] for _level, msg in logged] == [f for f, _e in IGNORED]
+    named = ", ".join(f for f, _e in IGNORED)
+    assert logged == [
+        ("warning", f"{named} are ignored: job containers run in the host's namespaces")
+    ]
+
+
+def test_what_docker_sends_is_one_warning_line(logged: list[tuple[str, str]]) -> None:
+    """docker 20.10's config for `--network host`: five ignored fields, one line."""
+    config = base_config(hostname="vm")
+    config["linux"] = {
+        "namespaces": [{"type": "mount"}, {"type": "network", "path": "/run/docker/netns/default"}],
+        "seccomp": {"defaultAction": "SCMP_ACT_ERRNO"},
+        "maskedPaths": ["/proc/kcore"],
+        "readonlyPaths": ["/proc/sys"],
+    }
+    convert(config)
+    assert len(logged) == 1
+    level, message = logged[0]
+    assert level == "warning"
+    for field in ("hostname", "linux.namespaces", "linux.maskedPaths", "linux.readonlyPaths"):
+        assert field in message
 
 
 def test_empty_ignored_fields_say_nothing(logged: list[tuple[str, str]]) -> None:
@@ -244,6 +264,11 @@ def test_empty_ignored_fields_say_nothing(logged: list[tuple[str, str]]) -> None
 
 def test_sysctl_is_refused() -> None:
     refused(base_config(linux={"sysctl": {"net.ipv4.ip_forward": "1"}}), "linux.sysctl", "host")
+    refused(
+        base_config(linux={"sysctl": {"net.ipv4.ip_unprivileged_port_start": "0"}}),
+        "linux.sysctl",
+        "--network host",
+    )
 
 
 def test_vm_is_refused() -> None:
@@ -305,6 +330,68 @@ def test_cri_containers_default_to_bind_mode(annotations: dict[str, str], mode: 
     job = convert(base_config(annotations=annotations))
     assert job.mount_mode == mode
     assert job.mount_point == ("/hpc" if mode == "bind" else job.rootfs)
+
+
+# --- §2 operator defaults per runtime name (global flags) -------------------------------------
+
+MODE, POINT, INHERIT = (
+    "io.hostjob.mount-mode",
+    "io.hostjob.rootfs-mount-point",
+    "io.hostjob.inherit-user",
+)
+
+
+def with_defaults(config: dict[str, Any], **defaults: str) -> JobConfig:
+    table = {"mode": MODE, "point": POINT, "inherit": INHERIT}
+    chosen = {table[k]: v for k, v in defaults.items()}
+    return to_job_config(wire.Spec.decode(config), BUNDLE, CID, None, chosen)
+
+
+def test_the_operators_defaults_apply_where_the_annotations_say_nothing() -> None:
+    job = with_defaults(base_config(), mode="bind", point="/opt/job", inherit="true")
+    assert (job.mount_mode, job.mount_point, job.inherit_user) == ("bind", "/opt/job", True)
+    assert job.annotations == {}  # defaults are not annotations the state shows
+    assert with_defaults(base_config(), mode="bind").mount_point == DEFAULT_BIND_MOUNT_POINT
+    # A CRI container's bind default and a sandbox's host default give way to the operator's.
+    assert (
+        with_defaults(base_config(annotations={CRI: "sandbox"}), mode="bind").mount_mode == "bind"
+    )
+    assert (
+        with_defaults(base_config(annotations={CRI: "container"}), mode="host").mount_mode == "host"
+    )
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        ({MODE: "host"}, ("host", "/opt/job", True)),
+        ({POINT: "/srv/mine"}, ("bind", "/srv/mine", True)),
+        ({"microsoft.com/hostprocess-rootfs-location": "/c"}, ("bind", f"/c/{CID}", True)),
+        ({INHERIT: "false"}, ("bind", "/opt/job", False)),
+        ({"microsoft.com/hostprocess-inherit-user": "false"}, ("bind", "/opt/job", False)),
+    ],
+)
+def test_an_annotation_wins_over_the_operators_default(
+    annotations: dict[str, str], expected: tuple[str, str, bool]
+) -> None:
+    job = with_defaults(
+        base_config(annotations=annotations), mode="bind", point="/opt/job", inherit="true"
+    )
+    assert (job.mount_mode, job.mount_point, job.inherit_user) == expected
+
+
+def test_a_mount_point_in_the_config_wins_over_the_operators_default() -> None:
+    config = base_config(windows={"jobContainer": {"rootfsMountPoint": "/from/config"}})
+    assert with_defaults(config, point="/opt/job").mount_point == "/from/config"
+
+
+def test_a_bad_default_is_refused_naming_its_flag() -> None:
+    with pytest.raises(ConfigError) as caught:
+        with_defaults(base_config(), mode="overlay")
+    assert caught.value.path == "--default-mount-mode"
+    with pytest.raises(ConfigError) as caught:
+        with_defaults(base_config(), point="/proc/x")
+    assert caught.value.path == "--default-rootfs-mount-point"
 
 
 # --- §4 mixed pods: which containers are job containers ---------------------------------------
@@ -487,11 +574,50 @@ def test_volumes_keep_their_propagation(options: list[str], propagation: str) ->
     assert convert(base_config(mounts=mounts)).volumes[0].propagation == propagation
 
 
+CONTAINERD_RUN = ["nosuid", "strictatime", "mode=755", "size=65536k"]
+
+
 def test_container_internal_mounts_are_dropped_quietly(logged: list[tuple[str, str]]) -> None:
-    internal = ["proc", "sysfs", "devpts", "tmpfs", "mqueue", "cgroup", "cgroup2"]
+    internal = ["proc", "sysfs", "devpts", "mqueue", "cgroup", "cgroup2"]
     mounts = [{"type": t, "source": t, "destination": f"/{t}"} for t in internal]
+    # the tmpfs mounts of every client's default spec: a job has the host's /dev and /run
+    system = [("/dev", ["nosuid", "strictatime", "mode=755", "size=65536k"]),
+              ("/dev/shm", ["nosuid", "noexec", "nodev", "mode=1777", "size=67108864"]),
+              ("/sys/fs/x", []), ("/run", CONTAINERD_RUN)]  # fmt: skip
+    mounts += [
+        {"type": "tmpfs", "source": "tmpfs", "destination": d, "options": o} for d, o in system
+    ]
     assert convert(base_config(mounts=mounts)).volumes == []
-    assert [level for level, _msg in logged] == ["debug"] * len(internal)
+    assert [level for level, _msg in logged] == ["debug"] * len(mounts)
+
+
+def test_a_tmpfs_is_a_volume_of_its_own(logged: list[tuple[str, str]]) -> None:
+    mounts = [
+        # docker run --tmpfs /scratch:size=1m,mode=1770
+        {"type": "tmpfs", "source": "tmpfs", "destination": "/scratch",
+         "options": ["noexec", "nosuid", "nodev", "rprivate", "size=1m", "mode=1770"]},
+        # podman run --tmpfs /cache:ro
+        {"type": "tmpfs", "source": "tmpfs", "destination": "cache/",
+         "options": ["ro", "rprivate", "nosuid", "nodev", "tmpcopyup"]},
+        # a /run tmpfs someone asked for (not containerd's default)
+        {"type": "tmpfs", "source": "tmpfs", "destination": "/run", "options": ["size=2m"]},
+    ]  # fmt: skip
+    found = convert(base_config(mounts=mounts)).volumes
+    assert [(v.kind, v.destination, v.readonly, v.options) for v in found] == [
+        ("tmpfs", "/scratch", False, ["noexec", "nosuid", "nodev", "size=1m", "mode=1770"]),
+        ("tmpfs", "/cache", True, ["nosuid", "nodev", "tmpcopyup"]),
+        ("tmpfs", "/run", False, ["size=2m"]),
+    ]
+    assert all(v.is_tmpfs and v.source == "tmpfs" for v in found)
+    assert logged == []
+
+
+@pytest.mark.parametrize("option", ["nosuchflag", "bogus=1", "loop"])
+def test_an_unknown_tmpfs_option_is_refused(option: str) -> None:
+    mounts = [
+        {"type": "tmpfs", "source": "tmpfs", "destination": "/t", "options": ["nodev", option]}
+    ]
+    refused(base_config(mounts=mounts), "mounts[0].options[1]", "unknown tmpfs option")
 
 
 def test_other_mount_types_are_ignored_with_a_warning(logged: list[tuple[str, str]]) -> None:
@@ -500,7 +626,7 @@ def test_other_mount_types_are_ignored_with_a_warning(logged: list[tuple[str, st
     assert logged == [
         (
             "warning",
-            "mounts[0] (nfs on /x) is ignored: only bind mounts apply to job containers",
+            "mounts[0] (nfs on /x) is ignored: only bind and tmpfs mounts apply to job containers",
         )
     ]
 

@@ -64,6 +64,20 @@ GLOBAL = Command(
         Option("log-format", VALUE, "log format: text or json", default="text"),
         Option("debug", FLAG, "enable debug logging"),
         Option("systemd-cgroup", FLAG, "cgroupsPath is slice:prefix:name"),
+        # The operator's defaults for this runtime name (docker's runtimeArgs, a wrapper
+        # as containerd's BinaryName): a container's own annotation still wins.
+        Option("default-mount-mode", VALUE, "host or bind, unless io.hostjob.mount-mode says"),
+        Option(
+            "default-rootfs-mount-point",
+            VALUE,
+            "the mount point, unless a container's config or annotations say",
+            metavar="path",
+        ),
+        Option(
+            "default-inherit-user",
+            FLAG,
+            "run as the launcher, unless io.hostjob.inherit-user says otherwise",
+        ),
         Option("rootless", VALUE, "accepted for runc compatibility", default="auto"),
         Option("criu", VALUE, "accepted for runc compatibility"),
         Option("version,v", FLAG, "print the version"),
@@ -84,7 +98,18 @@ ROUTED = frozenset(
 class Context:
     """The global flags, as every command sees them."""
 
-    __slots__ = ("criu", "debug", "log", "log_format", "root", "rootless", "systemd_cgroup")
+    __slots__ = (
+        "criu",
+        "debug",
+        "default_inherit_user",
+        "default_mount_mode",
+        "default_mount_point",
+        "log",
+        "log_format",
+        "root",
+        "rootless",
+        "systemd_cgroup",
+    )
 
     def __init__(self, args: Args) -> None:
         self.root: str = args.root
@@ -94,6 +119,22 @@ class Context:
         self.systemd_cgroup: bool = args.systemd_cgroup
         self.rootless: str = args.rootless
         self.criu: str | None = args.criu
+        self.default_mount_mode: str | None = args.default_mount_mode
+        self.default_mount_point: str | None = args.default_rootfs_mount_point
+        self.default_inherit_user: bool = args.default_inherit_user
+
+    def defaults(self) -> dict[str, str]:
+        """The operator's defaults, by the annotation each stands for (as
+        ``hostjob.config.to_job_config`` takes them; its names, written out here so
+        that the commands that never convert a config do not import it)."""
+        found = {}
+        if self.default_mount_mode:
+            found["io.hostjob.mount-mode"] = self.default_mount_mode
+        if self.default_mount_point:
+            found["io.hostjob.rootfs-mount-point"] = self.default_mount_point
+        if self.default_inherit_user:
+            found["io.hostjob.inherit-user"] = "true"
+        return found
 
     def delegate_flags(self) -> list[str]:
         """The global flags a real OCI runtime gets when hostjob hands it a container
@@ -147,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if glob.log_format not in ("text", "json"):
         return _fail(HostjobError(f"invalid log-format: {glob.log_format}"), glob.debug)
+    if glob.default_mount_mode not in (None, "host", "bind"):
+        why = f"invalid --default-mount-mode: {glob.default_mount_mode!r} (host or bind)"
+        return _fail(HostjobError(why), glob.debug)
     log.configure(glob.log, glob.log_format, glob.debug)
     if not glob.command:
         print(_top_usage(), file=sys.stderr)

@@ -54,12 +54,19 @@ def load_spec(bundle: str, document: object = None) -> wire.Spec:
     return spec
 
 
-def load_bundle(bundle: str, container_id: str, document: object = None) -> JobConfig:
+def load_bundle(
+    bundle: str,
+    container_id: str,
+    document: object = None,
+    defaults: dict[str, str] | None = None,
+) -> JobConfig:
     """The job container the bundle at ``bundle`` describes (``document``: its
-    ``config.json`` as ``read_config`` read it, not read again)."""
+    ``config.json`` as ``read_config`` read it, not read again; ``defaults``: the
+    operator's, as ``config.to_job_config`` takes them)."""
     bundle = paths.abspath(bundle)
     spec = load_spec(bundle, document)
-    return config.to_job_config(spec, bundle, container_id, probe_host(spec, bundle))
+    host = probe_host(spec, bundle)
+    return config.to_job_config(spec, bundle, container_id, host, defaults)
 
 
 def probe_host(spec: wire.Spec, bundle: str) -> config.HostFacts:

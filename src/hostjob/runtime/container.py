@@ -91,9 +91,12 @@ class Container(Handle):
         root: str = DEFAULT_ROOT,
         options: CreateOptions | None = None,
         document: object = None,
+        defaults: dict[str, str] | None = None,
     ) -> Container:
         """Create the container: its process is set up, in its job, waiting for ``start``.
-        ``document``: the bundle's config.json as ``bundle.read_config`` read it already.
+        ``document``: the bundle's config.json as ``bundle.read_config`` read it already;
+        ``defaults``: the operator's for what its annotations do not say (by annotation:
+        ``hostjob.config.DEFAULT_FLAGS``).
 
         The calling process is the container process's parent until it exits (the
         CLI exits at once, so a subreaper such as containerd's shim adopts it).
@@ -101,7 +104,7 @@ class Container(Handle):
         from hostjob.runtime.bundle import load_bundle
 
         validate_id(container_id)
-        job = load_bundle(bundle, container_id, document)
+        job = load_bundle(bundle, container_id, document, defaults)
         container, child = cls.create_from_config(container_id, job, root=root, options=options)
         child.close()
         return container

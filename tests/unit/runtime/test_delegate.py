@@ -156,11 +156,28 @@ def test_a_job_sandboxs_namespaces_are_replaced_in_a_bundle_of_its_own(tmp_path:
         (["--debug", "--systemd-cgroup"], ["--debug", "--systemd-cgroup"]),
         (["--rootless", "false", "--criu", "/c"], ["--rootless=false", "--criu", "/c"]),
         (["--root", "/elsewhere"], []),  # the runtime gets a state root of its own
+        # hostjob's own defaults for a job container mean nothing to the real runtime
+        (["--default-mount-mode=bind", "--default-inherit-user"], []),
     ],
 )
 def test_the_runtime_gets_hostjobs_global_flags(words: list[str], flags: list[str]) -> None:
     ctx = Context(parse(GLOBAL, [*words, "state", "x"], stop_at_positional=True))
     assert ctx.delegate_flags() == flags
+
+
+def test_the_operators_defaults_are_given_by_the_annotation_each_stands_for() -> None:
+    from hostjob.config import DEFAULT_FLAGS
+
+    words = ["--default-mount-mode=bind", "--default-rootfs-mount-point", "/j",
+             "--default-inherit-user", "--root", "/r", "create", "x"]  # fmt: skip
+    defaults = Context(parse(GLOBAL, words, stop_at_positional=True)).defaults()
+    assert defaults == {
+        "io.hostjob.mount-mode": "bind",
+        "io.hostjob.rootfs-mount-point": "/j",
+        "io.hostjob.inherit-user": "true",
+    }
+    assert set(defaults) == set(DEFAULT_FLAGS)  # the same names as the conversion's
+    assert Context(parse(GLOBAL, ["state", "x"], stop_at_positional=True)).defaults() == {}
 
 
 def test_create_passes_the_clients_flags_but_the_bundle() -> None:

@@ -60,12 +60,21 @@ def test_extend_path() -> None:
         ("/app", "host", (f"{MP}/app", True)),
         (f"{MP}/app", "host", (f"{MP}/app", True)),
         ("$CONTAINER_SANDBOX_MOUNT_POINT/x/../y", "host", (f"{MP}/y", True)),
-        ("/srv", "bind", ("/srv", False)),
-        (None, "bind", (MP, False)),
+        ("/data/sub", "host", (f"{MP}/data/sub", True)),  # through the volume's link
+        # bind mode: the container's view too, a volume at its real path
+        (None, "bind", (MP, True)),
+        ("/", "bind", (MP, True)),
+        ("/etc", "bind", (f"{MP}/etc", True)),
+        (f"{MP}/app", "bind", (f"{MP}/app", True)),
+        ("/data", "bind", ("/data", False)),
+        ("/data/sub", "bind", ("/data/sub", False)),
+        ("/database", "bind", (f"{MP}/database", True)),  # not under /data
+        ("/var/run/secrets/x", "bind", ("/var/run/secrets/x", False)),
     ],
 )
 def test_working_dir(cwd: str | None, mode: str, expected: tuple[str, bool]) -> None:
-    assert resolve.working_dir(cwd, MP, mode) == expected
+    volumes = ("/data", "/var/run/secrets")
+    assert resolve.working_dir(cwd, MP, mode, volumes) == expected
 
 
 def process(**kw: object) -> ProcessConfig:

@@ -16,7 +16,14 @@ from hostjob.config import to_job_config
 from hostjob.errors import MountError
 from hostjob.job import JobConfig
 from hostjob.runtime.sandbox.host import plan_host, prepare_host
-from hostjob.runtime.sandbox.undo import REMOVE, REMOVE_TREE, RESTORE_DIR, UNMOUNT, undo
+from hostjob.runtime.sandbox.undo import (
+    REMOVE,
+    REMOVE_TREE,
+    RESTORE_DIR,
+    RESTORE_FILE,
+    UNMOUNT,
+    undo,
+)
 from hostjob.spec import runtime as wire
 from tests.helpers import base_config
 
@@ -75,7 +82,7 @@ def test_the_plan_changes_nothing_and_undoes_in_order(bundle: Path) -> None:
         [REMOVE, f"{real}/var/lib/new"],
         [REMOVE, f"{real}/var/lib/new/v"],
     ]
-    assert [link.replaces_dir for link in plan.links] == [True, False]
+    assert [step.replaces for step in plan.steps] == ["dir", ""]
     calls: list[tuple[list[str], ...]] = []
     prepare_host(job(bundle, []), lambda *entries: calls.append(entries), plan)
     assert calls == [tuple(plan.undo)]  # recorded in one call, before anything is made
@@ -86,10 +93,138 @@ def test_the_plan_changes_nothing_and_undoes_in_order(bundle: Path) -> None:
     assert tree(rootfs) == before  # the image's empty directory is back, the rest gone
 
 
+def test_an_empty_file_makes_way_for_a_link_and_comes_back(bundle: Path) -> None:
+    """docker's init layer: empty files where /etc/resolv.conf, /etc/hosts and
+    /etc/hostname go (and /.dockerenv), for the runtime to mount over. Each is replaced
+    by its volume's link like an empty directory, and put back at delete with its mode."""
+    rootfs = bundle / "rootfs"
+    for name in ("etc/resolv.conf", "etc/hosts", "etc/hostname", ".dockerenv"):
+        (rootfs / name).touch()
+        os.chmod(rootfs / name, 0o755)
+    files = {name: bundle / "src" / name for name in ("resolv.conf", "hosts", "hostname")}
+    for path in files.values():
+        path.write_text("the container's")
+    before = tree(rootfs)
+    mounts = [volume(path, f"/etc/{name}") for name, path in files.items()]
+    plan = plan_host(job(bundle, mounts))
+    assert plan is not None
+    real = os.path.realpath(rootfs)
+    uid, gid = os.getuid(), os.getgid()
+    assert plan.undo == [
+        entry
+        for name in files
+        for entry in (
+            [RESTORE_FILE, f"{real}/etc/{name}", "755", str(uid), str(gid)],
+            [REMOVE, f"{real}/etc/{name}"],
+        )
+    ]
+    assert tree(rootfs) == before
+    prepare_host(job(bundle, []), lambda *entries: None, plan)
+    for name, path in files.items():
+        assert (rootfs / "etc" / name).read_text() == "the container's"
+        assert os.readlink(rootfs / "etc" / name) == str(path)
+    undo(plan.undo)
+    assert tree(rootfs) == before
+    for name in files:
+        st = (rootfs / "etc" / name).lstat()
+        assert (oct(st.st_mode), st.st_size) == (oct(0o100755), 0)
+
+
+def test_a_file_with_content_is_never_replaced(bundle: Path) -> None:
+    (bundle / "rootfs" / "etc" / "hosts").write_text("the image's\n")
+    with pytest.raises(MountError, match="already exists in the rootfs"):
+        plan_host(job(bundle, [volume(bundle / "src", "/etc/hosts")]))
+
+
+def test_restoring_a_file_never_writes_through_what_the_container_put_there(
+    bundle: Path, tmp_path: Path
+) -> None:
+    rootfs = bundle / "rootfs"
+    real = os.path.realpath(rootfs)
+    victim = tmp_path / "victim"
+    victim.write_text("host file")
+    os.symlink(victim, rootfs / "etc" / "hosts")  # the container's, in place of the link
+    undo([[RESTORE_FILE, f"{real}/etc/hosts", "644", "0", "0"]])
+    assert victim.read_text() == "host file" and os.path.islink(rootfs / "etc" / "hosts")
+    os.symlink(tmp_path, rootfs / "swapped")  # a directory on the way became a symlink
+    undo([[RESTORE_FILE, f"{real}/swapped/made", "644", "0", "0"]])
+    assert not (tmp_path / "made").exists()
+
+
+def ro(source: Path, destination: str) -> dict[str, Any]:
+    return {**volume(source, destination), "options": ["rbind", "ro"]}
+
+
+def tmpfs(destination: str, *options: str) -> dict[str, Any]:
+    return {
+        "destination": destination,
+        "type": "tmpfs",
+        "source": "tmpfs",
+        "options": list(options),
+    }
+
+
+def test_a_read_only_volume_or_a_tmpfs_is_a_mount_under_the_mount_point(bundle: Path) -> None:
+    """A link cannot be read-only: an ro volume is its source bound read-only at the
+    link's place (a tmpfs volume a tmpfs there), recorded as a mount to take off, after
+    the directory made for it (undone newest first: unmounted, then removed). Mounting
+    needs root: tests/integration/test_host_mode.py makes them."""
+    rootfs = bundle / "rootfs"
+    before = tree(rootfs)
+    plan = plan_host(
+        job(bundle, [ro(bundle / "src", "/data"), ro(bundle / "src", "/new/v"), tmpfs("/scratch")])
+    )
+    assert plan is not None and tree(rootfs) == before
+    real = os.path.realpath(rootfs)
+    on = str(_mount_id(real))
+    assert plan.undo == [
+        [UNMOUNT, f"{real}/data", on],  # the image's empty directory: covered, not removed
+        [REMOVE, f"{real}/new"],
+        [REMOVE, f"{real}/new/v"],
+        [UNMOUNT, f"{real}/new/v", on],
+        [REMOVE, f"{real}/scratch"],
+        [UNMOUNT, f"{real}/scratch", on],
+    ]
+    assert [step.kind for step in plan.steps] == ["bind", "bind", "tmpfs"]
+
+
+def _mount_id(path: str) -> int:
+    from hostjob import fsutil
+
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return fsutil.mount_id(fd)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize(
+    ("mounts", "message"),
+    [
+        ([tmpfs("/etc/motd")], "is not a directory"),  # a tmpfs on a file
+        ([tmpfs("/full", "tmpcopyup")], "tmpcopyup"),  # the image's files copied up
+        ([{**ro(Path("/etc/hostname"), "/data")}], "is not a file"),
+    ],
+)
+def test_what_a_mount_cannot_cover(
+    bundle: Path, mounts: list[dict[str, Any]], message: str
+) -> None:
+    before = tree(bundle)
+    with pytest.raises(MountError, match=message):
+        plan_host(job(bundle, mounts))
+    assert tree(bundle) == before
+
+
+def test_a_mount_never_covers_a_symlink(bundle: Path) -> None:
+    os.symlink("/etc", bundle / "rootfs" / "cfg")
+    with pytest.raises(MountError, match="is a symlink"):
+        plan_host(job(bundle, [ro(bundle / "src", "/cfg")]))
+
+
 def test_a_link_that_is_there_already_is_not_made_again(bundle: Path) -> None:
     os.symlink(bundle / "src", bundle / "rootfs" / "already")
     plan = plan_host(job(bundle, [volume(bundle / "src", "/already")]))
-    assert plan is not None and plan.links == [] and plan.undo == []
+    assert plan is not None and plan.steps == [] and plan.undo == []
 
 
 @pytest.mark.parametrize(
@@ -118,7 +253,7 @@ def test_what_the_plan_refuses(
 
 def test_a_rootfs_with_nothing_to_do_has_an_empty_plan(bundle: Path) -> None:
     plan = plan_host(job(bundle, []))
-    assert plan is not None and plan.links == [] and plan.undo == []
+    assert plan is not None and plan.steps == [] and plan.undo == []
     assert plan.self_bind is None
 
 
@@ -161,3 +296,15 @@ def test_undo_of_each_kind_on_a_tree(tmp_path: Path) -> None:
     assert sorted(os.listdir(base)) == ["busy", "restored"]
     assert (base / "busy" / "someone-elses").exists()
     assert (base / "restored").is_dir()
+
+
+def test_a_tmpfs_volumes_options_become_mount_flags_and_data() -> None:
+    from hostjob import linux
+    from hostjob.runtime.sandbox.steps import tmpfs_arguments
+
+    options = ["nosuid", "nodev", "noexec", "exec", "strictatime", "size=1m", "mode=1777",
+               "inode64", "tmpcopyup"]  # fmt: skip
+    flags, data = tmpfs_arguments(options, readonly=True)
+    assert flags == linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV | linux.MS_STRICTATIME
+    assert data == "size=1m,mode=1777,inode64"  # tmpcopyup is hostjob's to do, not the kernel's
+    assert tmpfs_arguments([], readonly=False) == (0, "")

@@ -48,6 +48,7 @@ def run(args: Args, ctx: Context) -> int:
                 systemd_cgroup=ctx.systemd_cgroup,
             ),
             document=document,
+            defaults=ctx.defaults(),
         )
     except NotAJobContainer:  # the library says so (its annotations): a real runtime's
         from hostjob.runtime import delegate

@@ -125,7 +125,7 @@ def run(args: Args, ctx: Context) -> int:
         container_id = validate_id(args.target)
         from hostjob.runtime.bundle import load_bundle
 
-        job = load_bundle(args.bundle or ".", container_id)
+        job = load_bundle(args.bundle or ".", container_id, defaults=ctx.defaults())
         return run_container(
             container_id,
             job,

@@ -142,11 +142,17 @@ def child_main(
         except OSError as err:
             raise StartError(f"cannot open the exec fifo {setup.fifo}: {_reason(err)}") from err
 
+    # Into the working directory as root, as runc does: a user's mount point may lie
+    # under a directory only root may enter (docker's data root is 0710). One the
+    # user may enter and root may not (root squashed by NFS) is tried again as the user.
+    entered = _enter_cwd(plan.cwd, as_root=True)
     if plan.seccomp is not None and not plan.no_new_privileges:
         # Without no_new_privs the kernel asks for CAP_SYS_ADMIN: before the switch
         # drops it (runc's order).
         _load_seccomp(plan)
     _switch_identity(plan)
+    if not entered:
+        _enter_cwd(plan.cwd, as_root=False)
     if plan.umask is not None:
         posix.umask(plan.umask)
     if plan.no_new_privileges:
@@ -158,10 +164,6 @@ def child_main(
             raise StartError(
                 f"cannot set noNewPrivileges (prctl PR_SET_NO_NEW_PRIVS): {_reason(err)}"
             ) from err
-    try:
-        posix.chdir(plan.cwd)
-    except OSError as err:
-        raise StartError(f"cannot enter the working directory {plan.cwd}: {err.strerror}") from err
     program = launch_plan.find_program(
         plan.args[0], plan.cwd, plan.path_value(), plan.mount_point, plan.image_path
     )
@@ -213,6 +215,18 @@ def _load_seccomp(plan: LaunchPlan) -> None:
         raise StartError(
             f"cannot load the seccomp filter (linux.seccomp): {_reason(err)}{hint}"
         ) from err
+
+
+def _enter_cwd(cwd: str, as_root: bool) -> bool:
+    """chdir; as root, False where permission is what stops it (to try again as the
+    user)."""
+    try:
+        posix.chdir(cwd)
+    except OSError as err:
+        if as_root and err.errno in (errno.EACCES, errno.EPERM):
+            return False
+        raise StartError(f"cannot enter the working directory {cwd}: {err.strerror}") from err
+    return True
 
 
 def _connect_stdio(stdout: str, stderr: str) -> None:

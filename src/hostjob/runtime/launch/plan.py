@@ -231,16 +231,23 @@ def extend_path(path: str, mount_point: str) -> str:
     return ":".join([*entries, mount_point, *copies])
 
 
-def working_dir(cwd: str | None, mount_point: str, mode: str) -> tuple[str, bool]:
-    """(directory, create it if missing)."""
+def working_dir(
+    cwd: str | None, mount_point: str, mode: str, volumes: tuple[str, ...] = ()
+) -> tuple[str, bool]:
+    """(directory, create it if missing): ``cwd`` is a path of the container's view in
+    both modes, so docker's ``-w /etc`` and an image's ``WORKDIR`` are the image's and
+    ``/`` is the mount point. In bind mode a path at or under a volume's destination
+    (``volumes``) is that volume at its real path, where host mode's link under the
+    mount point leads too; a missing one is never made (only the writable layer gets
+    a directory)."""
     if not cwd:
-        return mount_point, mode == "host"
+        return mount_point, True
     cwd = paths.normpath(substitute(cwd, mount_point))
-    if mode == "bind":
-        return cwd, False
     root = mount_point.rstrip("/")
     if cwd == root or cwd.startswith(root + "/"):
         return cwd, True
+    if mode == "bind" and any(cwd == v or cwd.startswith(v.rstrip("/") + "/") for v in volumes):
+        return cwd, False
     return paths.normpath(paths.join(mount_point, cwd.lstrip("/"))), True
 
 
@@ -255,7 +262,8 @@ def plan(job: JobConfig, proc: ProcessConfig, compiled: Filter | None = None) ->
     result.env = build_env(proc, creds, mount_point, job.inherit_user)
     result.image_path = image_path(proc, mount_point)
     result.args = [substitute(a, mount_point) for a in proc.args]
-    result.cwd, result.create_cwd = working_dir(proc.cwd, mount_point, job.mount_mode)
+    volumes = tuple(v.destination for v in job.volumes)
+    result.cwd, result.create_cwd = working_dir(proc.cwd, mount_point, job.mount_mode, volumes)
     result.umask = proc.umask
     result.rlimits = [
         (rlimit_number(r.type), rlimit_value(r.soft), rlimit_value(r.hard)) for r in proc.rlimits

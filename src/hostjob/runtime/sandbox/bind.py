@@ -2,9 +2,10 @@
 
 A bind-mode container's init gets a private mount namespace
 (``hostjob.runtime.sandbox.namespace``) in which the rootfs is bound at the mount
-point and each volume at its real destination. The host's mount table gains nothing;
-only a missing mount point or volume destination is created on the host (empty,
-recorded first and removed at delete, shared with other containers that need it).
+point, each volume at its real destination and each tmpfs volume mounted at its. The
+host's mount table gains nothing; only a missing mount point or volume destination is
+created on the host (empty, recorded first and removed at delete, shared with other
+containers that need it).
 """
 
 from __future__ import annotations
@@ -66,15 +67,22 @@ def prepare_bind(job: JobConfig, record: Recorder, adopt: Callable[[list[str]], 
             except FileNotFoundError:
                 pass
             record([REMOVE, target])
-            make_like(source, name, parent_fd)
+            if source is None:  # a tmpfs's
+                posix.mkdir(name, 0o755, dir_fd=parent_fd)
+            else:
+                make_like(source, name, parent_fd)
         finally:
             posix.close(parent_fd)
 
 
-def _bind_targets(job: JobConfig) -> list[tuple[str, str]]:
-    """(target, source) of the rootfs and each volume, in mount order."""
-    targets = [(job.mount_point, job.rootfs)]
+def _bind_targets(job: JobConfig) -> list[tuple[str, str | None]]:
+    """(target, source) of the rootfs and each volume, in mount order; a tmpfs has no
+    source (its target is a directory)."""
+    targets: list[tuple[str, str | None]] = [(job.mount_point, job.rootfs)]
     for volume in job.volumes:
+        if volume.is_tmpfs:
+            targets.append((volume.destination, None))
+            continue
         if not paths.exists(volume.source):
             raise MountError(f"volume {volume.destination}: source {volume.source} does not exist")
         targets.append((volume.destination, volume.source))

@@ -2,9 +2,10 @@
 
 The init (in the child, as root, before it drops privileges) unshares its mount
 namespace, makes ``/`` ``rslave`` (host mounts still arrive), binds the rootfs at the
-mount point and each volume at its real destination, each reached from ``/`` without
-following a symlink; a volume under ``/dev`` whose target the host lacks gets the job a
-private ``/dev``. Every exec joins that namespace (``hostjob.runtime.sandbox.join``).
+mount point and each volume at its real destination (a tmpfs volume is a new tmpfs
+there), each reached from ``/`` without following a symlink; a volume under ``/dev``
+whose target the host lacks gets the job a private ``/dev``. Every exec joins that
+namespace (``hostjob.runtime.sandbox.join``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hostjob.runtime.sandbox.steps import (
     canonical,
     kept_flags,
     make_like,
+    mount_tmpfs,
     open_target,
     remount,
     system_tree,
@@ -33,7 +35,15 @@ if TYPE_CHECKING:
 class _Target:
     """One mount of the private namespace, as decided before the fork."""
 
-    __slots__ = ("asked", "in_private_dev", "propagation", "readonly", "source", "target")
+    __slots__ = (
+        "asked",
+        "in_private_dev",
+        "propagation",
+        "readonly",
+        "source",
+        "target",
+        "tmpfs",
+    )
 
     def __init__(
         self, asked: str, target: str, source: str, readonly: bool, propagation: str | None
@@ -44,6 +54,7 @@ class _Target:
         self.readonly = readonly
         self.propagation = propagation  # hostjob.job.PRIVATE/SLAVE/SHARED; None: as bound
         self.in_private_dev = False  # made in the job's own /dev, not the host's
+        self.tmpfs: list[str] | None = None  # a tmpfs volume's options
 
 
 def enter_bind_namespace(job: JobConfig) -> Callable[[], None]:
@@ -68,9 +79,10 @@ def enter_bind_namespace(job: JobConfig) -> Callable[[], None]:
     from hostjob.job import SHARED
 
     targets = [_Target(job.mount_point, "", job.rootfs, job.readonly, None)]
-    targets += [
-        _Target(v.destination, "", v.source, v.readonly, v.propagation) for v in job.volumes
-    ]
+    for v in job.volumes:
+        targets.append(_Target(v.destination, "", v.source, v.readonly, v.propagation))
+        if v.is_tmpfs:
+            targets[-1].tmpfs = v.options or []
     for t in targets:
         t.target = canonical(t.asked, f"mount target {t.asked}")
     private_dev = False
@@ -128,6 +140,12 @@ def _mount_target(t: _Target, clone: int | None) -> None:
 
     what = f"cannot bind {t.source} at {t.asked}"
     fd = _make_dev_target(t) if t.in_private_dev else open_target(t.target, t.asked, t.source)
+    if t.tmpfs is not None:
+        try:
+            mount_tmpfs(fd, t.tmpfs, t.readonly, f"tmpfs {t.asked}")
+        finally:
+            posix.close(fd)
+        return
     try:
         if clone is not None:
             flags = linux.MOVE_MOUNT_F_EMPTY_PATH | linux.MOVE_MOUNT_T_EMPTY_PATH

@@ -160,3 +160,66 @@ def system_tree(target: str) -> str | None:
 
 
 SYSTEM_TREES = ("/dev", "/proc", "/sys")
+
+
+def bind(source: str, fd: int, what: str) -> None:
+    """A recursive bind of ``source`` on the directory or file ``fd`` (reached without
+    symlinks); a failure is ``what``: the kernel's reason."""
+    from hostjob import linux
+
+    try:
+        linux.mount(source, f"/proc/self/fd/{fd}", None, linux.MS_BIND | linux.MS_REC)
+    except OSError as err:
+        raise MountError(f"{what}: {err.strerror}") from err
+
+
+def tmpfs_arguments(options: list[str], readonly: bool) -> tuple[int, str]:
+    """mount(2)'s flags and data for a tmpfs volume's options (as the conversion checked
+    them: flag words, their opposites, tmpfs's own options; ``tmpcopyup`` is the
+    caller's)."""
+    from hostjob import linux
+
+    table = {
+        "nosuid": linux.MS_NOSUID,
+        "nodev": linux.MS_NODEV,
+        "noexec": linux.MS_NOEXEC,
+        "sync": linux.MS_SYNCHRONOUS,
+        "dirsync": linux.MS_DIRSYNC,
+        "noatime": linux.MS_NOATIME,
+        "nodiratime": linux.MS_NODIRATIME,
+        "relatime": linux.MS_RELATIME,
+        "strictatime": linux.MS_STRICTATIME,
+    }
+    opposites = {
+        "suid": "nosuid",
+        "dev": "nodev",
+        "exec": "noexec",
+        "async": "sync",
+        "atime": "noatime",
+        "diratime": "nodiratime",
+        "norelatime": "relatime",
+        "nostrictatime": "strictatime",
+    }
+    flags = linux.MS_RDONLY if readonly else 0
+    data = []
+    for word in options:
+        if word in table:
+            flags |= table[word]
+        elif word in opposites:
+            flags &= ~table[opposites[word]]
+        elif word != "tmpcopyup":
+            data.append(word)
+    return flags, ",".join(data)
+
+
+def mount_tmpfs(fd: int, options: list[str], readonly: bool, what: str) -> None:
+    """A new tmpfs on the directory ``fd`` (reached without symlinks)."""
+    from hostjob import linux
+
+    flags, data = tmpfs_arguments(options, readonly)
+    try:
+        linux.mount("tmpfs", f"/proc/self/fd/{fd}", "tmpfs", flags, data or None)
+    except OSError as err:
+        raise MountError(
+            f"{what}: cannot mount a tmpfs ({data or 'no options'}): {err.strerror}"
+        ) from err

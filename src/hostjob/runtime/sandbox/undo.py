@@ -4,10 +4,11 @@
 before making it (``hostjob.runtime.sandbox``, an image's ``RootfsProvider``), so that
 ``delete`` -- also after a crash, also without the code that made it -- takes it back,
 newest first. Kinds: a mount, a path hostjob created (or a whole tree), and an empty
-directory of the image that a volume link replaced (put back); they are the whole
-vocabulary. Every step reaches its path from ``/`` without following a symlink: the
-trees they lie in may be written by the container (SECURITY.md). Apart from
-its host and bind modules, so that ``delete`` does not load how things are made.
+directory or an empty file of the image that a volume link replaced (put back: docker's
+placeholders for the files a runtime mounts over); they are the whole vocabulary. Every
+step reaches its path from ``/`` without following a symlink: the trees they lie in may
+be written by the container (SECURITY.md). Apart from its host and bind modules, so that
+``delete`` does not load how things are made.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ UNMOUNT = "unmount"
 REMOVE = "remove"
 REMOVE_TREE = "remove-tree"  # a directory and all it holds (an overlay's upper/work dirs)
 RESTORE_DIR = "restore-dir"
+RESTORE_FILE = "restore-file"  # [kind, path, mode (octal), uid, gid]
 
 
 def undo(entries: list[list[str]]) -> None:
@@ -40,6 +42,8 @@ def undo(entries: list[list[str]]) -> None:
             fsutil.remove_tree(path)
         elif kind == RESTORE_DIR:
             _restore_dir(path)
+        elif kind == RESTORE_FILE:
+            _restore_file(path, entry[2:])
         else:
             _remove(path)
 
@@ -104,6 +108,31 @@ def _restore_dir(path: str) -> None:
         posix.mkdir(name, 0o755, dir_fd=fd)
     except FileExistsError:
         pass
+    finally:
+        posix.close(fd)
+
+
+def _restore_file(path: str, owner: list[str]) -> None:
+    """Put back the empty file a volume link replaced, with its mode and owner (set on
+    the new file's fd); whatever the container put there meanwhile stays."""
+    found = _parent_fd(path, "restored")
+    if found is None:
+        return
+    fd, name = found
+    try:
+        flags = posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL | posix.O_NOFOLLOW | posix.O_CLOEXEC
+        try:
+            made = posix.open(name, flags, 0o600, dir_fd=fd)
+        except FileExistsError:
+            return
+        try:
+            if len(owner) == 3 and all(v.isdigit() for v in owner):
+                posix.fchown(made, int(owner[1]), int(owner[2]))
+                posix.fchmod(made, int(owner[0], 8) & 0o7777)
+        finally:
+            posix.close(made)
+    except OSError as err:
+        raise MountError(f"cannot restore {path}: {err.strerror}") from err
     finally:
         posix.close(fd)
 
