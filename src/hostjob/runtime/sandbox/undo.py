@@ -128,7 +128,8 @@ def _restore_file(path: str, owner: list[str]) -> None:
         try:
             if len(owner) == 3 and all(v.isdigit() for v in owner):
                 posix.fchown(made, int(owner[1]), int(owner[2]))
-                posix.fchmod(made, int(owner[0], 8) & 0o7777)
+                # never setuid, setgid or sticky: nothing of an image is a privilege
+                posix.fchmod(made, int(owner[0], 8) & 0o777)
         finally:
             posix.close(made)
     except OSError as err:
