@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.fixtures.images import register_container
 from tests.fuzz.chooser import Chooser, mutate
 from tests.fuzz.targets import CONFIG_KEYS, CONFIG_SEED
 from tests.helpers import (
@@ -93,7 +94,7 @@ def test_image_references_that_try_traversal_are_refused(tmp_path: Path) -> None
             store.pull(ref)
     for container_id in ("..", "../x", "a/b", ".", ""):
         with pytest.raises(HostjobError):
-            store.register_container(container_id, "busybox")
+            register_container(store, container_id, "busybox")
         with pytest.raises(HostjobError):
             rootfs.rw_dir(store.gc, container_id)
     assert [p for p in tree(tmp_path) if not p.startswith("store")] == []

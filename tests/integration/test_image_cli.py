@@ -20,7 +20,7 @@ from hostjob.images.progress import KINDS
 from hostjob.images.push import push
 from hostjob.images.store import Store
 from hostjob.units import human_size
-from tests.fixtures.images import write_layout
+from tests.fixtures.images import register_container, write_layout
 from tests.fixtures.registry import DockerRegistry, skopeo_copy
 from tests.fixtures.tars import entry, make_tar
 from tests.helpers import BUSYBOX, hostjob_cmd, hostjob_env, require_peer
@@ -212,14 +212,14 @@ def test_rmi_several_names_and_ids(tree: Path, tmp_path: Path, store: str) -> No
 def test_rmi_of_an_image_a_container_uses(tree: Path, tmp_path: Path, store: str) -> None:
     pack_archive(tree, tmp_path / "a.tar")
     ok("import", "--store", store, "--name", "used:1", f"oci-archive:{tmp_path / 'a.tar'}:v1")
-    Store(store).register_container("job1", "used:1")
+    register_container(Store(store), "job1", "used:1")
     fails("rmi", "--store", store, "used:1", match="in use by container(s) job1")
     out = ok("rmi", "--store", store, "--force", "used:1").stdout.splitlines()
     # The container still holds the image's content: kept until it is gone.
     assert out[0] == "untagged docker.io/library/used:1" and out[1].startswith("deleted ")
     assert out[2] == "freed 0 B (0 blobs, 0 layers)"
     assert store_usage(store)[1], "the container's layer is kept"
-    Store(store).unregister_container("job1")
+    Store(store).gc.unregister("job1")
     assert ok("prune", "--store", store).stdout.endswith("(3 blobs, 1 layer)\n")
     assert store_usage(store) == ([], [])
 

@@ -78,7 +78,7 @@ def open_checked(entry: Entry, what: str, flags: int) -> int:
 def walk(dir_fd: int, what: str, prefix: str = "") -> Iterator[Entry]:
     """Every entry below the directory ``dir_fd``, depth-first, sorted by name (bytes
     order). Fd-relative, never through a path and never following a symlink: another
-    user who can write the tree may swap any part of it while we walk (SPEC §10).
+    user who can write the tree may swap any part of it while we walk (SECURITY.md).
     A directory's entry carries its own fd (``entry.fd``) while its children come."""
     try:
         with os.scandir(dir_fd) as it:

@@ -234,7 +234,7 @@ class ContentStore:
             if os.path.exists(path):
                 return False
             # Under the blob's lock no other writer of it runs: a temp file of this
-            # blob is what a killed pull left (SPEC §9), removed before we start.
+            # blob is what a killed pull left, removed before we start.
             storedir.remove_stale(folder, f".{encoded}.tmp-")
             with fsutil.AtomicFile(path, durable=True) as f:
                 writer = Digester(f, algorithm, limit=size, on_bytes=arrived)

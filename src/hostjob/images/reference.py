@@ -168,14 +168,6 @@ class Reference:
         """What to ask the registry for: the digest if pinned, else the tag."""
         return self.digest or self.tag or DEFAULT_TAG
 
-    def familiar(self) -> str:
-        """The short form people type: ``busybox:latest``, ``user/app:1``."""
-        name = self.name
-        for prefix in (f"{DOCKER_HUB}/library/", f"{DOCKER_HUB}/"):
-            if name.startswith(prefix):
-                return name[len(prefix) :]
-        return name
-
     def __str__(self) -> str:
         if self.transport == "docker":
             return self.name

@@ -10,7 +10,7 @@ Layout (each part documented by the module that owns it)::
     rw/<id>/                    a container's writable layer          (images.rootfs)
     locks/                      per-blob and per-layer lock files
 
-The store is root's alone (SPEC §10): its root is 0700 and owned by hostjob's user,
+The store is root's alone (SECURITY.md): its root is 0700 and owned by hostjob's user,
 so no other local user can reach a blob of a private image, or run a setuid-root
 file or open a device node of any layer. Below the root, modes are the images' own.
 """

@@ -14,7 +14,7 @@ directory, its bundle), so it goes through the same one conversion step
 * mounts: each ``--volume SRC:DST[:ro]`` as a bind mount.
 * linux.resources: ``--memory``, ``--cpus``, ``--pids-limit``.
 
-The image is untrusted data (SPEC §10): its config chooses what runs and with which
+The image is untrusted data (SECURITY.md): its config chooses what runs and with which
 environment, never how hostjob runs it. Its labels stay in the store (``inspect``
 shows them) and never become annotations, which steer the runtime (mount mode and
 point, inherit-user, the hcsshim keys); its ``WorkingDir`` cannot leave the image
@@ -115,7 +115,7 @@ def build_spec(
     }
     inherit_keys = [k for k in (ANNOTATION_INHERIT_USER, HCS_INHERIT_USER) if k in annotations]
     if flags.user:
-        # An explicit --user always wins (SPEC §2), also over an inherit-user
+        # An explicit --user always wins, also over an inherit-user
         # annotation given with it: the annotation is dropped, not the flag.
         for key in inherit_keys:
             log.warning(f"--user {flags.user} wins over --annotation {key}={annotations[key]}")

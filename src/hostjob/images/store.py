@@ -19,12 +19,11 @@ from __future__ import annotations
 from hostjob.errors import ImageNotFound, InvalidArgument, InvalidReference
 from hostjob.images import reference as refs
 from hostjob.images.content import ContentStore
-from hostjob.images.gc import Collector, ContainerRef, check_container_id
+from hostjob.images.gc import Collector, ContainerRef
 from hostjob.images.layers import LayerCache
 from hostjob.images.names import NameIndex
 from hostjob.images.resolve import ResolvedImage, Resolver
 from hostjob.images.root import StoreRoot
-from hostjob.units import rfc3339
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -122,25 +121,6 @@ class Store:
         return self.resolver.details(name)
 
     # --- containers -------------------------------------------------------------------
-
-    def register_container(self, container_id: str, image: ResolvedImage | str) -> None:
-        """Record that a container uses an image's content; prune keeps it until
-        ``unregister_container``."""
-        check_container_id(container_id)
-        resolved = image if isinstance(image, ResolvedImage) else self.resolve(image)
-        self.gc.register(
-            ContainerRef(
-                container_id,
-                resolved.name,
-                resolved.manifest_digest,
-                resolved.config_digest,
-                resolved.diff_ids,
-                rfc3339(),
-            )
-        )
-
-    def unregister_container(self, container_id: str) -> None:
-        self.gc.unregister(container_id)
 
     def containers(self) -> dict[str, ContainerRef]:
         return self.gc.containers()

@@ -14,7 +14,7 @@ import pytest
 from hostjob.errors import ImageError, InvalidArgument
 from hostjob.images.gc import ContainerRef, Freed, tree_size
 from hostjob.images.store import Store
-from tests.fixtures.images import digest_of, write_layout
+from tests.fixtures.images import digest_of, register_container, write_layout
 from tests.fixtures.tars import entry, make_tar
 
 L1 = make_tar([entry("a", data=b"1")])
@@ -76,7 +76,7 @@ def test_prune_keeps_what_a_container_uses(store: Store) -> None:
 
 
 def test_remove_refuses_an_image_in_use(store: Store) -> None:
-    store.register_container("busy", "test/img")
+    register_container(store, "busy", "test/img")
     with pytest.raises(ImageError, match=r"in use by container\(s\) busy"):
         store.remove("test/img")
     assert [r.name for r in store.images()] == ["docker.io/test/img:latest"]

@@ -46,8 +46,6 @@ def test_reference_parts():
     )
     assert ref.reference == "1.0"
     assert parse("busybox@" + D).reference == D
-    assert parse("busybox").familiar() == "busybox:latest"
-    assert parse("user/app:2").familiar() == "user/app:2"
     assert reference.normalize("busybox") == "docker.io/library/busybox:latest"
 
 

@@ -17,7 +17,7 @@ from hostjob.errors import (
 )
 from hostjob.images.gc import Freed
 from hostjob.images.store import Store
-from tests.fixtures.images import digest_of, write_docker_archive, write_layout
+from tests.fixtures.images import digest_of, register_container, write_docker_archive, write_layout
 from tests.fixtures.tars import entry, make_tar
 
 L1 = make_tar([entry("bin", "dir"), entry("bin/tool", data=b"#!/bin/sh\n", mode=0o755)])
@@ -90,18 +90,18 @@ def test_ambiguous_prefix(store, tmp_path):
 def test_registered_containers_pin_layers(store, tmp_path):
     write_layout(str(tmp_path / "img"), [L1, L2])
     store.pull(f"oci:{tmp_path / 'img'}", name="test/pinned")
-    store.register_container("job-1", "test/pinned")
+    register_container(store, "job-1", "test/pinned")
     assert store.containers()["job-1"].layers == [digest_of(L1), digest_of(L2)]
     store.remove("test/pinned", force=True)
     assert store.prune() == Freed()
     assert all(Path(store.layers.dir(d)).is_dir() for d in (digest_of(L1), digest_of(L2)))
-    store.unregister_container("job-1")
-    store.unregister_container("job-1")  # idempotent
+    store.gc.unregister("job-1")
+    store.gc.unregister("job-1")  # idempotent
     freed = store.prune()
     assert freed.layers == 2 and freed.blobs == 4
     for bad in ("", "..", "a/b"):
         with pytest.raises(InvalidArgument):
-            store.register_container(bad, "x")
+            register_container(store, bad, "x")
 
 
 def test_prune_removes_leftovers(store, tmp_path):
