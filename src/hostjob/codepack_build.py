@@ -1,0 +1,310 @@
+"""Making hostjob's code pack, which ``hostjob.codepack`` reads (why it exists, where it
+lies and when it is used: see there).
+
+At install, ``python -m hostjob.codepack_build`` (scripts/install runs it) makes the
+pack of the installed package it is imported from; ``--script PATH`` also specialises
+that script (``specialise``). An install that did not, as a plain ``pip install`` does
+not, gets both from its first command that may write them: ``bin/hostjob`` calls
+``build_in_background`` when ``codepack.start`` says so. Two such commands at once make
+one pack (a lock, then a second look); each write is whole or none (a rename); and a
+build that fails is tried again only after ``codepack.RETRY_AFTER`` seconds.
+
+Only ``build_in_background`` runs in a command's process, and it imports nothing: the
+rest runs in the detached builder.
+"""
+
+from __future__ import annotations
+
+import marshal
+import posix
+import sys
+from _frozen_importlib_external import MAGIC_NUMBER
+
+from hostjob import codepack
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import ast
+    from types import CodeType
+
+# bin/hostjob's second line: what ``specialise`` recognises the script by.
+SCRIPT_MARK = b"# hostjob's command."
+# Longer interpreter lines are cut by older kernels (127 bytes before Linux 5.1).
+SHEBANG_MAX = 127
+# A builder never lingers: its attempt's mark stays, and the next one is an hour away.
+BUILD_TIMEOUT = 300
+
+
+def build_in_background(site_packages: str) -> None:
+    """Start a detached process that makes the pack of the hostjob package in
+    ``site_packages`` and specialises the script this command runs, and return at once.
+
+    The command goes on with the ordinary imports, and its client must see nothing of
+    the builder: a runtime command is run by containerd's shim, conmon or docker, which
+    read its stdout and stderr to their end, and it may wait for any child of its own (a
+    foreground ``run`` reaps with ``waitpid(-1)``). So the builder is a grandchild (its
+    parent ends at once and is reaped here), in a session of its own (no terminal's
+    signals reach it), with its stdio on /dev/null and no other fd of the command's, in
+    /, at the lowest CPU priority (``_detach``)."""
+    script = sys.argv[0]
+    try:
+        pid = posix.fork()
+    except OSError:
+        return
+    if pid == 0:
+        try:
+            posix.setsid()
+            if posix.fork() == 0:
+                _build_detached(f"{site_packages}/hostjob", script)
+        finally:
+            posix._exit(0)  # whatever happened: never back into the command's code
+    try:
+        posix.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
+def _build_detached(package_dir: str, script: str) -> None:
+    import os
+
+    from hostjob import flock
+
+    script = os.path.abspath(script)  # before the chdir: it may be relative
+    _detach()
+    try:
+        fd = os.open(package_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        lock = flock.lock_fd(fd)  # after any builder before this one
+    except OSError:
+        return
+    with lock:
+        if not codepack.wanted(package_dir):
+            return  # that one made it, or failed a moment ago
+        try:
+            mark_attempt(package_dir)
+        except OSError:
+            return
+        try:
+            build(package_dir)
+        except Exception as err:
+            try:
+                mark_attempt(package_dir, f"{type(err).__name__}: {err}")
+            except OSError:
+                pass
+            return
+        specialise(script)
+
+
+def _detach() -> None:
+    import os
+    import signal
+
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.closerange(3, 2**31 - 1)  # the null's too; one close_range call
+    os.chdir("/")  # no mount kept busy
+    # The least share of a busy CPU that still ends (SCHED_IDLE could starve it for
+    # good on a loaded node), and nothing at all taken from a command while a core is free.
+    os.nice(19)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(BUILD_TIMEOUT)
+
+
+def mark_attempt(package_dir: str, reason: str = "") -> None:
+    """Put the mark of an attempt where the pack goes: a pack with no module, then
+    why the attempt failed, for a reader of the file (``codepack.RETRY_AFTER``)."""
+    _write(package_dir, _pack({}, reason.encode(errors="replace")[:4096]))
+
+
+def _pack(index: codepack.Index, code: bytes) -> bytes:
+    head = marshal.dumps(index)
+    return codepack.HEAD + MAGIC_NUMBER + len(head).to_bytes(4, "little") + head + code
+
+
+def _write(package_dir: str, data: bytes) -> None:
+    from hostjob import fsutil
+
+    fsutil.ensure_dir(f"{package_dir}/__pycache__")
+    fsutil.write_atomic(codepack.pack_path(package_dir), data, mode=0o644)
+
+
+def build(package_dir: str) -> int:
+    """Write the pack of every module under ``package_dir`` (the installed package),
+    compiled from its source by ``_compile_for_pack``; the number of modules. Written whole
+    or not at all."""
+    import importlib.util
+    import os
+
+    package_dir = os.path.abspath(package_dir)
+    top = os.path.basename(package_dir)
+    index: codepack.Index = {}
+    blob = bytearray()
+    for folder, dirs, files in os.walk(package_dir):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        relative = os.path.relpath(folder, os.path.dirname(package_dir))
+        prefix = relative.replace(os.sep, ".")
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            source = os.path.join(folder, name)
+            stem = name[:-3]
+            module = prefix if stem == "__init__" else f"{prefix}.{stem}"
+            with open(source, "rb") as f:
+                st = os.fstat(f.fileno())  # of the very file read (an install may be replacing it)
+                code = marshal.dumps(_compile_for_pack(f.read(), source))
+            mtime, size = int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF
+            kind = codepack.PACKAGE if stem == "__init__" else codepack.MODULE
+            index[module] = (kind, source, mtime, size, len(blob), len(code))
+            blob += code
+    if top not in index:
+        raise ValueError(f"{package_dir} is not a package")
+    for name in codepack.STDLIB_EXTENSIONS:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None or not spec.origin.endswith(".so"):
+            continue  # built in, or missing in this Python
+        st = os.stat(spec.origin)
+        mtime, size = int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF
+        index[name] = (codepack.EXTENSION, spec.origin, mtime, size, 0, 0)
+    _write(package_dir, _pack(index, bytes(blob)))
+    return len(index)
+
+
+def specialise(script: str) -> bool:
+    """Start ``script`` as ``python -S`` from now on, as scripts/install does: site.py is
+    2-3 ms of every command (measured with Debian's python3: 2.3 ms in a venv, 3 ms
+    for the system's with its dist-packages), and bin/hostjob finds its package itself
+    (what only site.py's directories hold is still found: ``codepack.SiteFallback``).
+
+    Only ``script`` exactly as pip writes bin/hostjob (``#!`` and this interpreter, no
+    argument), and only if this user may replace it; mode and owner kept. A reinstall
+    writes the plain line again, and resets the pack with it. True if done."""
+    import os
+    import stat
+
+    from hostjob import fsutil
+
+    if sys.flags.no_site:
+        return False  # started so already
+    script = os.path.realpath(script)  # the file, not a link to it
+    line = b"#!" + os.fsencode(sys.executable) + b"\n"
+    try:
+        with open(script, "rb") as f:
+            st = os.fstat(f.fileno())
+            data = f.read(65536)  # bin/hostjob is 2 kB
+    except OSError:
+        return False
+    if (
+        not stat.S_ISREG(st.st_mode)
+        or len(data) == 65536
+        or not data.startswith(line + SCRIPT_MARK)
+        or len(line) + 3 > SHEBANG_MAX + 1
+        or not os.access(os.path.dirname(script), os.W_OK)
+    ):
+        return False
+    atomic = fsutil.AtomicFile(script, mode=stat.S_IMODE(st.st_mode))
+    fd = atomic.open_fd()
+    try:
+        if os.geteuid() == 0:
+            os.fchown(fd, st.st_uid, st.st_gid)  # root's first run keeps the owner's file
+        view = memoryview(line[:-1] + b" -S\n" + data[len(line) :])
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        atomic.discard()
+        raise
+    atomic.commit()
+    return True
+
+
+def _compile_for_pack(source: bytes, path: str) -> CodeType:
+    """``source`` compiled as CPython would, asserts kept and line numbers the source's,
+    but without what only readers and the type checker use:
+
+    * the docstrings of the module, its classes and functions;
+    * the annotations of functions' parameters and returns, and every annotation in a
+      module's or class's body (``uid: int | None`` beside ``__slots__``: each fills the
+      class's ``__annotations__``); an annotated value becomes a plain assignment. A
+      function body's annotations stay: Python never evaluates them, and a bare one makes
+      its name local;
+    * with no annotation left to defer, ``from __future__ import annotations``.
+
+    Nothing of hostjob reads annotations when it runs: no dataclasses, NamedTuple or
+    TypedDict bodies, no ``get_type_hints`` (``tests/unit/test_codepack.py`` holds the
+    source to that). The ordinary imports (library users, the tests' ``src/``) keep it all.
+    """
+    import ast
+
+    tree = ast.parse(source, path)
+    tree.body = _for_pack(_without_docstring(tree.body), in_function=False)
+    return compile(ast.fix_missing_locations(tree), path, "exec", dont_inherit=True)
+
+
+def _for_pack(block: list[ast.stmt], in_function: bool) -> list[ast.stmt]:
+    """``block``'s statements as ``_compile_for_pack`` keeps them, at any depth."""
+    import ast
+
+    kept: list[ast.stmt] = []
+    for statement in block:
+        if isinstance(statement, ast.AnnAssign) and not in_function:
+            if statement.value is None:
+                continue
+            statement = ast.copy_location(
+                ast.Assign(targets=[statement.target], value=statement.value), statement
+            )
+        elif isinstance(statement, ast.ImportFrom) and statement.module == "__future__":
+            if [alias.name for alias in statement.names] == ["annotations"]:
+                continue
+        elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            statement.returns = None
+            arguments = statement.args
+            variadic = [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
+            for arg in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, *variadic):
+                arg.annotation = None
+            body = _for_pack(_without_docstring(statement.body), in_function=True)
+            statement.body = body or [ast.Pass()]
+        elif isinstance(statement, ast.ClassDef):
+            body = _for_pack(_without_docstring(statement.body), in_function=False)
+            statement.body = body or [ast.Pass()]
+        else:  # if, for, while, with, try, match: their blocks, in the same scope
+            for field in ("body", "orelse", "finalbody"):
+                inner = getattr(statement, field, None)
+                if inner:
+                    setattr(statement, field, _for_pack(inner, in_function) or [ast.Pass()])
+            for part in (*getattr(statement, "handlers", ()), *getattr(statement, "cases", ())):
+                part.body = _for_pack(part.body, in_function) or [ast.Pass()]
+        kept.append(statement)
+    return kept  # the caller puts a ``pass`` where a block may not be empty
+
+
+def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+    import ast
+
+    first = body[0] if body else None
+    if (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    ):
+        return body[1:]
+    return body
+
+
+def main(argv: list[str]) -> int:
+    """``python -m hostjob.codepack_build [--script PATH]``: the pack of the hostjob this
+    module is imported from (and that script specialised)."""
+    import os
+
+    if argv and (argv[0] != "--script" or len(argv) != 2):
+        print("usage: python -m hostjob.codepack_build [--script PATH]", file=sys.stderr)
+        return 2
+    count = build(os.path.dirname(codepack.__file__))
+    print(f"codepack: {count} modules")
+    if argv:
+        done = specialise(argv[1])
+        print(f"codepack: {argv[1]}: {'now started as python -S' if done else 'left as it was'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
