@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -29,6 +29,7 @@ import pytest
 
 from hostjob import codepack, codepack_build
 from tests.helpers import REPO
+from tests.installs import alive, builders, built, imports_from_the_pack, pack_index, wait_for
 
 PYTHON = os.path.realpath(sys.executable)
 VERSION = "{}.{}".format(*sys.version_info[:2])
@@ -118,44 +119,6 @@ def test_a_package_in_no_known_layout_is_found_on_sys_path(tmp_path: Path) -> No
 # ---- the first command's build -------------------------------------------------------------
 
 
-def pack_index(package: Path) -> codepack.Index | None:
-    """The pack's index (empty: an attempt's mark); None when no pack lies there."""
-    opened = codepack.read_index(codepack.pack_path(str(package)))
-    if opened is None:
-        return None
-    os.close(opened[0])
-    return opened[3]
-
-
-def builders(script: Path) -> list[int]:
-    """The processes running ``script`` (a builder is a fork of the command)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                words = f.read().split(b"\0")
-        except OSError:
-            continue
-        if os.fsencode(script) in words:
-            found.append(int(pid))
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 def open_fds(pid: int) -> list[str]:
     return [os.readlink(f"/proc/{pid}/fd/{n}") for n in os.listdir(f"/proc/{pid}/fd")]
 
@@ -192,28 +155,11 @@ def test_the_first_command_has_the_pack_made_by_a_detached_builder(tmp_path: Pat
         assert os.readlink(f"/proc/{pid}/cwd") == "/"
         assert os.getpriority(os.PRIO_PROCESS, pid) == 19
         assert pack_index(package) is None  # nothing written before the lock
-    wait_for(lambda: not alive(pid))
-    index = pack_index(package)
-    assert index and "hostjob.cli.main" in index
+    assert "hostjob.cli.main" in built(script, package)
     assert script.read_text().startswith(f"#!{PYTHON} -S\n")
     assert leftovers(package / "__pycache__", script.parent) == []
-    assert from_the_pack([script])
+    assert imports_from_the_pack(PYTHON, script, env=env())
     assert builders(script) == []  # a pack there: no builder
-
-
-def from_the_pack(command: list[str | Path]) -> bool:
-    """Whether ``command --version`` (bin/hostjob, started by ``python -v``, which names
-    the loader of every module it imports) imports hostjob.cli.main from the pack."""
-    *before, script = command
-    done = subprocess.run(
-        [*map(str, before), PYTHON, "-v", str(script), "--version"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env(),
-    )
-    assert done.returncode == 0, done.stderr
-    return "import 'hostjob.cli.main' # <hostjob.codepack.PackFinder" in done.stderr
 
 
 def test_first_commands_at_once_make_one_whole_pack(tmp_path: Path) -> None:
@@ -230,8 +176,7 @@ def test_first_commands_at_once_make_one_whole_pack(tmp_path: Path) -> None:
         assert len(pids) == 4
         assert pack_index(package) is None
     wait_for(lambda: not any(map(alive, pids)))
-    index = pack_index(package)
-    assert index and "hostjob.cli.main" in index
+    assert "hostjob.cli.main" in built(script, package)
     assert leftovers(package / "__pycache__", script.parent) == []
 
 
@@ -293,10 +238,10 @@ def test_a_user_who_may_not_write_beside_the_package_imports_the_ordinary_way(
     assert version_tag(run([*as_other_user(), script, "--version"], env())) == "ro"
     assert builders(script) == [] and slot.read_bytes() == before
     assert script.read_text().startswith(f"#!{PYTHON}\n")
-    assert not from_the_pack([*as_other_user(), script])
+    assert not imports_from_the_pack(PYTHON, script, as_other_user(), env())
     if as_other_user():
         codepack_build.build(str(package))
-        assert from_the_pack([*as_other_user(), script])
+        assert imports_from_the_pack(PYTHON, script, as_other_user(), env())
 
 
 # ---- specialise ----------------------------------------------------------------------------

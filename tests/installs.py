@@ -1,0 +1,76 @@
+"""What the tests of installs share (tests/unit/test_codepack_build.py,
+tests/integration/test_install.py): the pack's index as a command would read it, the
+builders a first command started, and waiting for them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from hostjob import codepack
+
+
+def pack_index(package: Path) -> codepack.Index | None:
+    """The index of the pack of the package at ``package`` (empty: an attempt's mark);
+    None when no pack lies there (none, or the real ``.pyc`` an install leaves)."""
+    opened = codepack.read_index(codepack.pack_path(str(package)))
+    if opened is None:
+        return None
+    os.close(opened[0])
+    return opened[3]
+
+
+def builders(script: Path) -> list[int]:
+    """The processes running ``script``: a first command's builder is a fork of it."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                words = f.read().split(b"\0")
+        except OSError:
+            continue
+        if os.fsencode(script) in words:
+            found.append(int(pid))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {predicate}"
+        time.sleep(0.01)
+
+
+def built(script: Path, package: Path) -> codepack.Index:
+    """The pack's index, once the builders of ``script`` have ended."""
+    wait_for(lambda: not builders(script))
+    index = pack_index(package)
+    assert index, f"no pack made for {package}"
+    return index
+
+
+def imports_from_the_pack(
+    python: str, script: Path, words: list[str] | None = None, env: dict[str, str] | None = None
+) -> bool:
+    """Whether ``script --version``, started by ``python -v`` (which names the loader of
+    every module it imports) after ``words``, imports hostjob.cli.main from the pack."""
+    done = subprocess.run(
+        [*(words or []), python, "-v", str(script), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    return "import 'hostjob.cli.main' # <hostjob.codepack.PackFinder" in done.stderr
