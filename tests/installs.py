@@ -24,17 +24,27 @@ def pack_index(package: Path) -> codepack.Index | None:
 
 
 def builders(script: Path) -> list[int]:
-    """The processes running ``script``: a first command's builder is a fork of it."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    """The processes running ``script``: a first command's builder is a fork of it, then
+    a fresh interpreter given its path."""
+    name = os.fsencode(script)
+    return [int(pid) for pid in filter(str.isdigit, os.listdir("/proc")) if name in _words(pid)]
+
+
+def _words(pid: str) -> list[bytes]:
+    """A process's command line; read again while it is empty but for a kernel thread:
+    a process in the middle of an exec shows none."""
+    for _ in range(1000):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 words = f.read().split(b"\0")
-        except OSError:
-            continue
-        if os.fsencode(script) in words:
-            found.append(int(pid))
-    return found
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                flags = int(f.read().rsplit(b")", 1)[1].split()[6])
+        except (OSError, IndexError, ValueError):
+            return []  # gone
+        if words != [b""] or flags & 0x00200000:  # PF_KTHREAD
+            return words
+        time.sleep(0.001)
+    return []
 
 
 def alive(pid: int) -> bool:

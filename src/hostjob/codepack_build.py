@@ -35,6 +35,16 @@ SHEBANG_MAX = 127
 BUILD_TIMEOUT = 300
 
 
+# The detached builder's program: a fresh interpreter, ``-I -S``, given the directory
+# that holds the package and the command's script.
+_BOOT = (
+    "import sys; sys.path.insert(0, sys.argv[1]);"
+    " from hostjob.codepack_build import build_detached; build_detached(*sys.argv[1:])"
+)
+# How long a builder waits for the command that started it to end before it works.
+COMMAND_GRACE = 2.0
+
+
 def build_in_background(site_packages: str) -> None:
     """Start a detached process that makes the pack of the hostjob package in
     ``site_packages`` and specialises the script this command runs, and return at once.
@@ -45,8 +55,14 @@ def build_in_background(site_packages: str) -> None:
     foreground ``run`` reaps with ``waitpid(-1)``). So the builder is a grandchild (its
     parent ends at once and is reaped here), in a session of its own (no terminal's
     signals reach it), with its stdio on /dev/null and no other fd of the command's, in
-    /, at the lowest CPU priority (``_detach``)."""
+    /, at the lowest CPU priority: the least share of a busy CPU that still ends
+    (SCHED_IDLE could starve it for good on a loaded node). It waits for the command to
+    end (``COMMAND_GRACE`` at most: a foreground ``run`` lasts) before it becomes a
+    fresh interpreter (``_BOOT``) and works: on this 2-core VM a builder at work beside
+    the command, even at nice 19, made a first ``state`` 3-4 ms slower. Until then it
+    is a fork of the command, through ``posix`` alone (nothing is imported here)."""
     script = sys.argv[0]
+    command = posix.getpid()
     try:
         pid = posix.fork()
     except OSError:
@@ -55,7 +71,27 @@ def build_in_background(site_packages: str) -> None:
         try:
             posix.setsid()
             if posix.fork() == 0:
-                _build_detached(f"{site_packages}/hostjob", script)
+                _lowest_priority()
+                if not script.startswith("/"):
+                    script = f"{posix.getcwd()}/{script}"
+                try:
+                    ended = [posix.pidfd_open(command)]  # readable once it has ended
+                except OSError:
+                    ended = []  # before Linux 5.3: no wait
+                null = posix.open("/dev/null", posix.O_RDWR)
+                for fd in (0, 1, 2):
+                    posix.dup2(null, fd)
+                for fd in ended:
+                    posix.dup2(fd, 3)
+                posix.closerange(3 + len(ended), 2**31 - 1)  # one close_range call
+                posix.chdir("/")  # no mount kept busy
+                if ended:
+                    import select
+
+                    select.select([3], [], [], COMMAND_GRACE)
+                    posix.close(3)
+                python = sys.executable
+                posix.execv(python, [python, "-I", "-S", "-c", _BOOT, site_packages, script])
         finally:
             posix._exit(0)  # whatever happened: never back into the command's code
     try:
@@ -64,16 +100,38 @@ def build_in_background(site_packages: str) -> None:
         pass
 
 
-def _build_detached(package_dir: str, script: str) -> None:
+def _lowest_priority() -> None:
+    posix.nice(19)
+    # A new session is a new autogroup where the kernel has them (most distributions
+    # do), and a task's nice counts only inside its group: the group's own, too.
+    try:
+        fd = posix.open("/proc/self/autogroup", posix.O_WRONLY | posix.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        posix.write(fd, b"19")
+    except OSError:
+        pass
+    finally:
+        posix.close(fd)
+
+
+def build_detached(site_packages: str, script: str) -> None:
+    """The detached builder (``_BOOT``): after any builder before it (a lock on the
+    package's directory), if the pack is still wanted, the mark of an attempt, the pack,
+    then the script specialised. Bounded in time; silent."""
     import os
+    import signal
 
     from hostjob import flock
 
-    script = os.path.abspath(script)  # before the chdir: it may be relative
-    _detach()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(BUILD_TIMEOUT)
+    package_dir = f"{site_packages}/hostjob"
     try:
         fd = os.open(package_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        lock = flock.lock_fd(fd)  # after any builder before this one
+        lock = flock.lock_fd(fd)
     except OSError:
         return
     with lock:
@@ -92,23 +150,6 @@ def _build_detached(package_dir: str, script: str) -> None:
                 pass
             return
         specialise(script)
-
-
-def _detach() -> None:
-    import os
-    import signal
-
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    os.closerange(3, 2**31 - 1)  # the null's too; one close_range call
-    os.chdir("/")  # no mount kept busy
-    # The least share of a busy CPU that still ends (SCHED_IDLE could starve it for
-    # good on a loaded node), and nothing at all taken from a command while a core is free.
-    os.nice(19)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
-    signal.signal(signal.SIGALRM, signal.SIG_DFL)
-    signal.alarm(BUILD_TIMEOUT)
 
 
 def mark_attempt(package_dir: str, reason: str = "") -> None:
@@ -170,35 +211,51 @@ def build(package_dir: str) -> int:
     return len(index)
 
 
+def _is_this_python(path: str) -> bool:
+    import os
+
+    if path == sys.executable:
+        return True
+    if os.path.dirname(path) != os.path.dirname(sys.executable):
+        return False  # (a venv's python is the system's file too, but not its site)
+    try:
+        return os.path.samefile(path, sys.executable)
+    except OSError:
+        return False
+
+
 def specialise(script: str) -> bool:
     """Start ``script`` as ``python -S`` from now on, as scripts/install does: site.py is
     2-3 ms of every command (measured with Debian's python3: 2.3 ms in a venv, 3 ms
     for the system's with its dist-packages), and bin/hostjob finds its package itself
     (what only site.py's directories hold is still found: ``codepack.SiteFallback``).
 
-    Only ``script`` exactly as pip writes bin/hostjob (``#!`` and this interpreter, no
-    argument), and only if this user may replace it; mode and owner kept. A reinstall
-    writes the plain line again, and resets the pack with it. True if done."""
+    Only ``script`` as pip writes bin/hostjob (``#!``, the path of this interpreter or
+    of another name for it in the same directory, as a venv's ``python3`` is for its
+    ``python``, and no argument), and only if this user may replace it; mode and owner
+    kept. A reinstall writes the plain line again, and resets the pack with it. True if
+    done."""
     import os
     import stat
 
     from hostjob import fsutil
 
-    if sys.flags.no_site:
-        return False  # started so already
     script = os.path.realpath(script)  # the file, not a link to it
-    line = b"#!" + os.fsencode(sys.executable) + b"\n"
     try:
         with open(script, "rb") as f:
             st = os.fstat(f.fileno())
             data = f.read(65536)  # bin/hostjob is 2 kB
     except OSError:
         return False
+    first, _, rest = data.partition(b"\n")
+    interpreter = os.fsdecode(first[2:])
     if (
         not stat.S_ISREG(st.st_mode)
         or len(data) == 65536
-        or not data.startswith(line + SCRIPT_MARK)
-        or len(line) + 3 > SHEBANG_MAX + 1
+        or not first.startswith(b"#!/")
+        or not rest.startswith(SCRIPT_MARK)
+        or len(first) + 3 > SHEBANG_MAX
+        or not _is_this_python(interpreter)
         or not os.access(os.path.dirname(script), os.W_OK)
     ):
         return False
@@ -207,7 +264,7 @@ def specialise(script: str) -> bool:
     try:
         if os.geteuid() == 0:
             os.fchown(fd, st.st_uid, st.st_gid)  # root's first run keeps the owner's file
-        view = memoryview(line[:-1] + b" -S\n" + data[len(line) :])
+        view = memoryview(first + b" -S\n" + rest)
         while view:
             view = view[os.write(fd, view) :]
     except BaseException:

@@ -260,7 +260,12 @@ def test_the_script_is_specialised_only_as_pip_wrote_it(tmp_path: Path) -> None:
     assert script.read_bytes() == b"#!" + exe + b" -S\n" + body
     assert stat.S_IMODE(script.stat().st_mode) == 0o750 and link.is_symlink()
     assert not codepack_build.specialise(str(script))  # already
-    for first in (b"#!/usr/bin/env python3", b"#!" + exe + b" -E", b"#!/other/python"):
+    alias = Path(sys.executable).parent / ("python" if exe.endswith(b"3") else "python3")
+    if alias.exists():  # a venv's other name for its interpreter
+        script.write_bytes(b"#!" + os.fsencode(alias) + b"\n" + body)
+        assert codepack_build.specialise(str(script))
+    base = os.fsencode(os.path.realpath(sys.executable))  # the same file, not this venv
+    for first in (b"#!/usr/bin/env python3", b"#!" + exe + b" -E", b"#!" + base):
         script.write_bytes(first + b"\n" + body)
         assert not codepack_build.specialise(str(script))
         assert script.read_bytes() == first + b"\n" + body
