@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from hostjob import codepack
+from hostjob import codepack, codepack_build
 
 
 def pack_index(package: Path) -> codepack.Index | None:
@@ -63,8 +63,9 @@ def wait_for(predicate: Callable[[], object], timeout: float = 60.0) -> None:
 
 
 def built(script: Path, package: Path) -> codepack.Index:
-    """The pack's index, once the builders of ``script`` have ended."""
-    wait_for(lambda: not builders(script))
+    """The pack's index, once the builders of ``script`` have ended (at low priority on a
+    busy machine: as long as a builder may last)."""
+    wait_for(lambda: not builders(script), codepack_build.BUILD_TIMEOUT)
     index = pack_index(package)
     assert index, f"no pack made for {package}"
     return index

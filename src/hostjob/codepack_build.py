@@ -55,12 +55,12 @@ def build_in_background(site_packages: str) -> None:
     foreground ``run`` reaps with ``waitpid(-1)``). So the builder is a grandchild (its
     parent ends at once and is reaped here), in a session of its own (no terminal's
     signals reach it), with its stdio on /dev/null and no other fd of the command's, in
-    /, at the lowest CPU priority: the least share of a busy CPU that still ends
-    (SCHED_IDLE could starve it for good on a loaded node). It waits for the command to
+    /, at a low CPU priority (``_low_priority``; SCHED_IDLE could starve it for good on
+    a loaded node). It waits for the command to
     end (``COMMAND_GRACE`` at most: a foreground ``run`` lasts) before it becomes a
     fresh interpreter (``_BOOT``) and works: on this 2-core VM a builder at work beside
-    the command, even at nice 19, made a first ``state`` 3-4 ms slower. Until then it
-    is a fork of the command, through ``posix`` alone (nothing is imported here)."""
+    the command, even at nice 19, made a first ``state`` 3 ms slower. Until then it is
+    a fork of the command, through ``posix`` alone (the command imports nothing more)."""
     script = sys.argv[0]
     command = posix.getpid()
     try:
@@ -71,7 +71,7 @@ def build_in_background(site_packages: str) -> None:
         try:
             posix.setsid()
             if posix.fork() == 0:
-                _lowest_priority()
+                _low_priority()
                 if not script.startswith("/"):
                     script = f"{posix.getcwd()}/{script}"
                 try:
@@ -100,16 +100,18 @@ def build_in_background(site_packages: str) -> None:
         pass
 
 
-def _lowest_priority() -> None:
+def _low_priority() -> None:
     posix.nice(19)
     # A new session is a new autogroup where the kernel has them (most distributions
-    # do), and a task's nice counts only inside its group: the group's own, too.
+    # do), and a task's nice counts only inside its group, which competes with the
+    # others as its own nice says: 10, a tenth of an ordinary group's share (19 let a
+    # loaded 2-core VM starve a build of 0.3 s of CPU for over a minute).
     try:
         fd = posix.open("/proc/self/autogroup", posix.O_WRONLY | posix.O_CLOEXEC)
     except OSError:
         return
     try:
-        posix.write(fd, b"19")
+        posix.write(fd, b"10")
     except OSError:
         pass
     finally:
@@ -232,9 +234,9 @@ def specialise(script: str) -> bool:
 
     Only ``script`` as pip writes bin/hostjob (``#!``, the path of this interpreter or
     of another name for it in the same directory, as a venv's ``python3`` is for its
-    ``python``, and no argument), and only if this user may replace it; mode and owner
-    kept. A reinstall writes the plain line again, and resets the pack with it. True if
-    done."""
+    ``python``, and no argument), only this user's own (root running another's script
+    leaves it to them) and only if they may replace it; its mode kept. A reinstall
+    writes the plain line again, and resets the pack with it. True if done."""
     import os
     import stat
 
@@ -256,21 +258,12 @@ def specialise(script: str) -> bool:
         or not rest.startswith(SCRIPT_MARK)
         or len(first) + 3 > SHEBANG_MAX
         or not _is_this_python(interpreter)
+        or st.st_uid != os.geteuid()
         or not os.access(os.path.dirname(script), os.W_OK)
     ):
         return False
-    atomic = fsutil.AtomicFile(script, mode=stat.S_IMODE(st.st_mode))
-    fd = atomic.open_fd()
-    try:
-        if os.geteuid() == 0:
-            os.fchown(fd, st.st_uid, st.st_gid)  # root's first run keeps the owner's file
-        view = memoryview(first + b" -S\n" + rest)
-        while view:
-            view = view[os.write(fd, view) :]
-    except BaseException:
-        atomic.discard()
-        raise
-    atomic.commit()
+    with fsutil.AtomicFile(script, mode=stat.S_IMODE(st.st_mode)) as f:
+        f.write(first + b" -S\n" + rest)
     return True
 
 
