@@ -1,16 +1,17 @@
 """What the tests of installs share (tests/unit/test_codepack_build.py,
 tests/integration/test_install.py): the pack's index as a command would read it, the
-builders a first command started, and waiting for them."""
+builders a first command started, waiting for them, and whether a command imports from
+the pack."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from hostjob import codepack, codepack_build
+from tests.helpers import wait_for
 
 
 def pack_index(package: Path) -> codepack.Index | None:
@@ -47,25 +48,10 @@ def _words(pid: str) -> list[bytes]:
     return []
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {predicate}"
-        time.sleep(0.01)
-
-
 def built(script: Path, package: Path) -> codepack.Index:
     """The pack's index, once the builders of ``script`` have ended (at low priority on a
     busy machine: as long as a builder may last)."""
-    wait_for(lambda: not builders(script), codepack_build.BUILD_TIMEOUT)
+    assert wait_for(lambda: not builders(script), codepack_build.BUILD_TIMEOUT)
     index = pack_index(package)
     assert index, f"no pack made for {package}"
     return index

@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 
 from hostjob import codepack, codepack_build
-from tests.helpers import REPO
-from tests.installs import alive, builders, built, imports_from_the_pack, pack_index, wait_for
+from tests.helpers import REPO, alive, wait_for
+from tests.installs import builders, built, imports_from_the_pack, pack_index
 
 PYTHON = os.path.realpath(sys.executable)
 VERSION = "{}.{}".format(*sys.version_info[:2])
@@ -149,7 +149,7 @@ def test_the_first_command_has_the_pack_made_by_a_detached_builder(tmp_path: Pat
     with builder_lock(package):
         assert version_tag(run([script, "--version"], env())) == "first"  # to EOF
         [pid] = builders(script)
-        wait_for(lambda: str(package) in open_fds(pid))
+        assert wait_for(lambda: str(package) in open_fds(pid), codepack_build.BUILD_TIMEOUT)
         assert sorted(open_fds(pid)) == [*["/dev/null"] * 3, str(package)]
         assert os.getsid(pid) != os.getsid(0)
         assert os.readlink(f"/proc/{pid}/cwd") == "/"
@@ -175,7 +175,7 @@ def test_first_commands_at_once_make_one_whole_pack(tmp_path: Path) -> None:
         pids = builders(script)
         assert len(pids) == 4
         assert pack_index(package) is None
-    wait_for(lambda: not any(map(alive, pids)), codepack_build.BUILD_TIMEOUT)
+    assert wait_for(lambda: not any(map(alive, pids)), codepack_build.BUILD_TIMEOUT)
     assert "hostjob.cli.main" in built(script, package)
     assert leftovers(package / "__pycache__", script.parent) == []
 
@@ -187,7 +187,7 @@ def test_a_failed_build_is_tried_again_only_after_an_hour(tmp_path: Path) -> Non
     script, package = lay_out(tmp_path, LAYOUTS["venv"], "fail")
     (package / "broken.py").write_text("def (:\n")
     run([script, "--version"], env())
-    wait_for(lambda: not builders(script), codepack_build.BUILD_TIMEOUT)
+    assert wait_for(lambda: not builders(script), codepack_build.BUILD_TIMEOUT)
     slot = Path(codepack.pack_path(str(package)))
     assert pack_index(package) == {} and b"SyntaxError" in slot.read_bytes()
     first = codepack.identity(slot.stat())
@@ -196,7 +196,7 @@ def test_a_failed_build_is_tried_again_only_after_an_hour(tmp_path: Path) -> Non
     long_ago = time.time() - codepack.RETRY_AFTER - 1
     os.utime(slot, (long_ago, long_ago))
     run([script, "--version"], env())
-    wait_for(lambda: not builders(script), codepack_build.BUILD_TIMEOUT)
+    assert wait_for(lambda: not builders(script), codepack_build.BUILD_TIMEOUT)
     assert slot.stat().st_mtime > long_ago + 1 and pack_index(package) == {}
     assert script.read_text().startswith(f"#!{PYTHON}\n")  # not specialised either
 
