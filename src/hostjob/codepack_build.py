@@ -151,7 +151,7 @@ def build_detached(site_packages: str, script: str) -> None:
             except OSError:
                 pass
             return
-        specialise(script)
+        specialise(script, site_packages)
 
 
 def mark_attempt(package_dir: str, reason: str = "") -> None:
@@ -226,17 +226,21 @@ def _is_this_python(path: str) -> bool:
         return False
 
 
-def specialise(script: str) -> bool:
-    """Start ``script`` as ``python -S`` from now on, as scripts/install does: site.py is
-    2-3 ms of every command (measured with Debian's python3: 2.3 ms in a venv, 3 ms
-    for the system's with its dist-packages), and bin/hostjob finds its package itself
-    (what only site.py's directories hold is still found: ``codepack.SiteFallback``).
+def specialise(script: str, site_packages: str) -> bool:
+    """Write into ``script`` (bin/hostjob as pip wrote it) what its first run found out,
+    as scripts/install does at install: where the package lies, in the place of the
+    search (its code cost 0.4 M instructions a command to compile: every run compiles the
+    script), and ``python -S`` on its first line, since bin/hostjob finds its package
+    itself (site.py is 2-3 ms of every command: 2.3 ms in a venv of Debian's python3, 3 ms
+    for the system's with its dist-packages; what only site.py's directories hold is
+    still found, ``codepack.SiteFallback``). The directory is written relative to the
+    script's when it lies below it (a tree moved whole still works), else whole.
 
     Only ``script`` as pip writes bin/hostjob (``#!``, the path of this interpreter or
     of another name for it in the same directory, as a venv's ``python3`` is for its
     ``python``, and no argument), only this user's own (root running another's script
     leaves it to them) and only if they may replace it; its mode kept. A reinstall
-    writes the plain line again, and resets the pack with it. True if done."""
+    writes the plain script again, and resets the pack with it. True if done."""
     import os
     import stat
 
@@ -250,21 +254,56 @@ def specialise(script: str) -> bool:
     except OSError:
         return False
     first, _, rest = data.partition(b"\n")
-    interpreter = os.fsdecode(first[2:])
+    body = _specialised(rest, os.path.dirname(os.path.dirname(script)), site_packages)
     if (
-        not stat.S_ISREG(st.st_mode)
+        body is None
+        or not stat.S_ISREG(st.st_mode)
         or len(data) == 65536
         or not first.startswith(b"#!/")
-        or not rest.startswith(SCRIPT_MARK)
         or len(first) + 3 > SHEBANG_MAX
-        or not _is_this_python(interpreter)
+        or not _is_this_python(os.fsdecode(first[2:]))
         or st.st_uid != os.geteuid()
         or not os.access(os.path.dirname(script), os.W_OK)
     ):
         return False
     with fsutil.AtomicFile(script, mode=stat.S_IMODE(st.st_mode)) as f:
-        f.write(first + b" -S\n" + rest)
+        f.write(first + b" -S\n" + body)
     return True
+
+
+# bin/hostjob's lines that ``specialise`` replaces: from the first of SEARCH to the
+# last (the search for the package's directory), and the two of BUILD.
+SEARCH = (b"# The directory that holds the package", b"    where = PathFinder")
+BUILD = (b"if codepack.start(where):", b'    __import__("hostjob.codepack_build")')
+
+
+def _specialised(body: bytes, top: str, site_packages: str) -> bytes | None:
+    """bin/hostjob's ``body`` (but its first line) with ``site_packages`` written in, if
+    it is bin/hostjob's; ``top``: the directory above the script's."""
+    lines = body.split(b"\n")
+    if not lines[0].startswith(SCRIPT_MARK):
+        return None
+    starts = [[i for i, line in enumerate(lines) if line.startswith(mark)] for mark in SEARCH]
+    builds = [[i for i, line in enumerate(lines) if line.startswith(mark)] for mark in BUILD]
+    if any(len(found) != 1 for found in (*starts, *builds)):
+        return None
+    (first,), (last,) = starts
+    (build,), (then,) = builds
+    if not (first < last < build and then == build + 1):
+        return None
+    if site_packages.startswith(f"{top}/"):
+        where = f"sys.path[0].rpartition('/')[0] + {site_packages[len(top) :]!a}"
+    else:
+        where = ascii(site_packages)
+    return b"\n".join(
+        [
+            *lines[:first],
+            f"where = {where}  # (codepack_build wrote it in)".encode(),
+            *lines[last + 1 : build],
+            b"codepack.start(where)",
+            *lines[then + 1 :],
+        ]
+    )
 
 
 def _compile_for_pack(source: bytes, path: str) -> CodeType:
@@ -348,10 +387,11 @@ def main(argv: list[str]) -> int:
     if argv and (argv[0] != "--script" or len(argv) != 2):
         print("usage: python -m hostjob.codepack_build [--script PATH]", file=sys.stderr)
         return 2
-    count = build(os.path.dirname(codepack.__file__))
+    package_dir = os.path.dirname(os.path.abspath(codepack.__file__))
+    count = build(package_dir)
     print(f"codepack: {count} modules")
     if argv:
-        done = specialise(argv[1])
+        done = specialise(argv[1], os.path.dirname(package_dir))
         print(f"codepack: {argv[1]}: {'now started as python -S' if done else 'left as it was'}")
     return 0
 

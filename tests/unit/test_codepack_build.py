@@ -87,17 +87,31 @@ def version_tag(done: subprocess.CompletedProcess[str]) -> str:
 def test_the_command_finds_its_package_in_each_layout(tmp_path: Path, name: str) -> None:
     """``pip install --prefix P`` put the package in P/local/lib/python3.11/dist-packages
     (Debian's scheme), where the command looked for site-packages and died with
-    FileNotFoundError; every layout's own copy answers, with site.py and without."""
-    script, _ = lay_out(tmp_path, LAYOUTS[name], name)
+    FileNotFoundError; every layout's own copy answers, with site.py and without, and
+    from the script its first run specialised."""
+    script, package = lay_out(tmp_path, LAYOUTS[name], name)
     environ = env(HOSTJOB_NO_CODEPACK="1", HOME=str(tmp_path / "home"))
     assert version_tag(run([script, "--version"], environ)) == name
     assert version_tag(run([PYTHON, "-S", script, "--version"], environ)) == name
+    specialised(script, package, env(HOME=str(tmp_path / "home")), name)
+    assert "where = sys.path[0].rpartition('/')[0] + " in script.read_text()  # relative
+
+
+def specialised(script: Path, package: Path, environ: dict[str, str], tag: str) -> None:
+    """The first run: its builder writes the pack and specialises the script, which
+    answers from the pack as python -S, with no search for its package left in it."""
+    assert version_tag(run([script, "--version"], environ)) == tag
+    assert "hostjob.cli.main" in built(script, package)
+    text = script.read_text()
+    assert text.startswith(f"#!{PYTHON} -S\n") and "for where in" not in text
+    assert version_tag(run([script, "--version"], environ)) == tag
+    assert imports_from_the_pack(PYTHON, script, env=environ)
 
 
 def test_a_symlinked_script_finds_the_package_where_the_link_leads(tmp_path: Path) -> None:
     """pipx links ~/.local/bin/hostjob to its venv's script (an operator links a stable
     path the same way): the package is found beside the script the link leads to."""
-    script, _ = lay_out(tmp_path / "pipx" / "venvs" / "hostjob", LAYOUTS["venv"], "pipx")
+    script, package = lay_out(tmp_path / "pipx" / "venvs" / "hostjob", LAYOUTS["venv"], "pipx")
     (tmp_path / "bin").mkdir()
     absolute = tmp_path / "bin" / "hostjob"
     absolute.symlink_to(script)
@@ -105,15 +119,22 @@ def test_a_symlinked_script_finds_the_package_where_the_link_leads(tmp_path: Pat
     relative.symlink_to(os.path.relpath(script, relative.parent))
     for link in (absolute, relative):
         assert version_tag(run([link, "--version"], env(HOSTJOB_NO_CODEPACK="1"))) == "pipx"
+    specialised(absolute, package, env(), "pipx")
+    assert absolute.is_symlink() and version_tag(run([relative, "--version"], env())) == "pipx"
 
 
 def test_a_package_in_no_known_layout_is_found_on_sys_path(tmp_path: Path) -> None:
     """``pip install --target DIR`` (on PYTHONPATH) or a copied script: the package is
     wherever imports find it, with site.py and without."""
-    script, _ = lay_out(tmp_path, ("scripts", "target"), "target")
-    environ = env(HOSTJOB_NO_CODEPACK="1", PYTHONPATH=str(tmp_path / "target"))
+    script, package = lay_out(tmp_path / "a", ("scripts", "target"), "target")
+    environ = env(HOSTJOB_NO_CODEPACK="1", PYTHONPATH=str(tmp_path / "a" / "target"))
     assert version_tag(run([script, "--version"], environ)) == "target"
     assert version_tag(run([PYTHON, "-S", script, "--version"], environ)) == "target"
+    moved = tmp_path / "b"
+    (moved / "scripts").mkdir(parents=True)
+    script = script.rename(moved / "scripts" / "hostjob")  # the package stays
+    specialised(script, package, env(PYTHONPATH=str(package.parent)), "target")
+    assert f"where = {str(package.parent)!a}" in script.read_text()  # whole: elsewhere
 
 
 # ---- the first command's build -------------------------------------------------------------
@@ -248,32 +269,46 @@ def test_a_user_who_may_not_write_beside_the_package_imports_the_ordinary_way(
 
 
 def test_the_script_is_specialised_only_as_pip_wrote_it(tmp_path: Path) -> None:
+    """specialise rewrites a script only as pip wrote bin/hostjob, for this interpreter
+    (under any of its names in its directory), owned by this user; through a link, the
+    file it leads to; mode kept."""
     body = (REPO / "bin" / "hostjob").read_bytes().partition(b"\n")[2]
     assert body.startswith(codepack_build.SCRIPT_MARK)
     exe = os.fsencode(sys.executable)
-    script = tmp_path / "hostjob"
-    script.write_bytes(b"#!" + exe + b"\n" + body)
+    script = tmp_path / "bin" / "hostjob"
+    script.parent.mkdir()
+    site = str(tmp_path / "lib" / "site")
+
+    def write(first: bytes, rest: bytes = body) -> bytes:
+        script.write_bytes(first + b"\n" + rest)
+        return first + b"\n" + rest
+
+    write(b"#!" + exe)
     script.chmod(0o750)
     link = tmp_path / "link"
     link.symlink_to(script)
-    assert codepack_build.specialise(str(link))
-    assert script.read_bytes() == b"#!" + exe + b" -S\n" + body
+    assert codepack_build.specialise(str(link), site)
+    first, _, rest = script.read_bytes().partition(b"\n")
+    assert first == b"#!" + exe + b" -S" and b"where = sys.path[0]" in rest
+    assert b"for where in" not in rest and b"build_in_background" not in rest
     assert stat.S_IMODE(script.stat().st_mode) == 0o750 and link.is_symlink()
-    assert not codepack_build.specialise(str(script))  # already
+    assert not codepack_build.specialise(str(script), site)  # already
     alias = Path(sys.executable).parent / ("python" if exe.endswith(b"3") else "python3")
     if alias.exists():  # a venv's other name for its interpreter
-        script.write_bytes(b"#!" + os.fsencode(alias) + b"\n" + body)
-        assert codepack_build.specialise(str(script))
+        write(b"#!" + os.fsencode(alias))
+        assert codepack_build.specialise(str(script), site)
     base = os.fsencode(os.path.realpath(sys.executable))  # the same file, not this venv
     for first in (b"#!/usr/bin/env python3", b"#!" + exe + b" -E", b"#!" + base):
-        script.write_bytes(first + b"\n" + body)
-        assert not codepack_build.specialise(str(script))
-        assert script.read_bytes() == first + b"\n" + body
-    script.write_bytes(b"#!" + exe + b"\n# another program\n")
-    assert not codepack_build.specialise(str(script))
+        before = write(first)
+        assert not codepack_build.specialise(str(script), site)
+        assert script.read_bytes() == before
+    for rest in (b"# another program\n", body.replace(codepack_build.BUILD[1], b"    pass  #")):
+        before = write(b"#!" + exe, rest)
+        assert not codepack_build.specialise(str(script), site)
+        assert script.read_bytes() == before
     if os.geteuid() == 0:  # root running another user's script leaves it to them
-        script.write_bytes(b"#!" + exe + b"\n" + body)
+        before = write(b"#!" + exe)
         os.chown(script, 65534, 65534)
-        assert not codepack_build.specialise(str(script))
-        assert script.read_bytes() == b"#!" + exe + b"\n" + body
-    assert leftovers(tmp_path) == []
+        assert not codepack_build.specialise(str(script), site)
+        assert script.read_bytes() == before
+    assert leftovers(tmp_path, script.parent) == []
