@@ -4,19 +4,16 @@ lies and when it is used: see there).
 At install, ``python -m hostjob.codepack_build`` (scripts/install runs it) makes the
 pack of the installed package it is imported from; ``--script PATH`` also specialises
 that script (``specialise``). An install that did not, as a plain ``pip install`` does
-not, gets both from its first command that may write them: ``bin/hostjob`` calls
-``build_in_background`` when ``codepack.start`` says so. Two such commands at once make
-one pack (a lock, then a second look); each write is whole or none (a rename); and a
-build that fails is tried again only after ``codepack.RETRY_AFTER`` seconds.
-
-Only ``build_in_background`` runs in a command's process, and it imports nothing: the
-rest runs in the detached builder.
+not, gets both from its first command that may write them: ``codepack.start`` starts a
+detached ``build_detached``. Two such commands at once make one pack (a lock, then a
+second look); each write is whole or none (a rename); and a build that fails is tried
+again only after ``codepack.RETRY_AFTER`` seconds. Nothing of this module runs in a
+command's process.
 """
 
 from __future__ import annotations
 
 import marshal
-import posix
 import sys
 from _frozen_importlib_external import MAGIC_NUMBER
 
@@ -35,91 +32,8 @@ SHEBANG_MAX = 127
 BUILD_TIMEOUT = 300
 
 
-# The detached builder's program: a fresh interpreter, ``-I -S``, given the directory
-# that holds the package and the command's script.
-_BOOT = (
-    "import sys; sys.path.insert(0, sys.argv[1]);"
-    " from hostjob.codepack_build import build_detached; build_detached(*sys.argv[1:])"
-)
-# How long a builder waits for the command that started it to end before it works.
-COMMAND_GRACE = 2.0
-
-
-def build_in_background(site_packages: str) -> None:
-    """Start a detached process that makes the pack of the hostjob package in
-    ``site_packages`` and specialises the script this command runs, and return at once.
-
-    The command goes on with the ordinary imports, and its client must see nothing of
-    the builder: a runtime command is run by containerd's shim, conmon or docker, which
-    read its stdout and stderr to their end, and it may wait for any child of its own (a
-    foreground ``run`` reaps with ``waitpid(-1)``). So the builder is a grandchild (its
-    parent ends at once and is reaped here), in a session of its own (no terminal's
-    signals reach it), with its stdio on /dev/null and no other fd of the command's, in
-    /, at a low CPU priority (``_low_priority``; SCHED_IDLE could starve it for good on
-    a loaded node). It waits for the command to
-    end (``COMMAND_GRACE`` at most: a foreground ``run`` lasts) before it becomes a
-    fresh interpreter (``_BOOT``) and works: on this 2-core VM a builder at work beside
-    the command, even at nice 19, made a first ``state`` 3 ms slower. Until then it is
-    a fork of the command, through ``posix`` alone (the command imports nothing more)."""
-    script = sys.argv[0]
-    command = posix.getpid()
-    try:
-        pid = posix.fork()
-    except OSError:
-        return
-    if pid == 0:
-        try:
-            posix.setsid()
-            if posix.fork() == 0:
-                _low_priority()
-                if not script.startswith("/"):
-                    script = f"{posix.getcwd()}/{script}"
-                try:
-                    ended = [posix.pidfd_open(command)]  # readable once it has ended
-                except OSError:
-                    ended = []  # before Linux 5.3: no wait
-                null = posix.open("/dev/null", posix.O_RDWR)
-                for fd in (0, 1, 2):
-                    posix.dup2(null, fd)
-                for fd in ended:
-                    posix.dup2(fd, 3)
-                posix.closerange(3 + len(ended), 2**31 - 1)  # one close_range call
-                posix.chdir("/")  # no mount kept busy
-                if ended:
-                    import select
-
-                    select.select([3], [], [], COMMAND_GRACE)
-                    posix.close(3)
-                python = sys.executable
-                posix.execv(python, [python, "-I", "-S", "-c", _BOOT, site_packages, script])
-        finally:
-            posix._exit(0)  # whatever happened: never back into the command's code
-    try:
-        posix.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
-
-
-def _low_priority() -> None:
-    posix.nice(19)
-    # A new session is a new autogroup where the kernel has them (most distributions
-    # do), and a task's nice counts only inside its group, which competes with the
-    # others as its own nice says: 10, a tenth of an ordinary group's share (19 let a
-    # loaded 2-core VM starve a build of 0.3 s of CPU for over a minute).
-    try:
-        fd = posix.open("/proc/self/autogroup", posix.O_WRONLY | posix.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        posix.write(fd, b"10")
-    except OSError:
-        pass
-    finally:
-        posix.close(fd)
-
-
 def build_detached(site_packages: str, script: str) -> None:
-    """The detached builder (``_BOOT``): after any builder before it (a lock on the
+    """The detached builder (``codepack.BUILDER``): after any builder before it (a lock on the
     package's directory), if the pack is still wanted, the mark of an attempt, the pack,
     then the script specialised. Bounded in time; silent."""
     import os
@@ -271,10 +185,9 @@ def specialise(script: str, site_packages: str) -> bool:
     return True
 
 
-# bin/hostjob's lines that ``specialise`` replaces: from the first of SEARCH to the
-# last (the search for the package's directory), and the two of BUILD.
+# The first and the last of bin/hostjob's lines that ``specialise`` replaces: the
+# search for the package's directory.
 SEARCH = (b"# The directory that holds the package", b"    where = PathFinder")
-BUILD = (b"if codepack.start(where):", b'    __import__("hostjob.codepack_build")')
 
 
 def _specialised(body: bytes, top: str, site_packages: str) -> bytes | None:
@@ -283,27 +196,16 @@ def _specialised(body: bytes, top: str, site_packages: str) -> bytes | None:
     lines = body.split(b"\n")
     if not lines[0].startswith(SCRIPT_MARK):
         return None
-    starts = [[i for i, line in enumerate(lines) if line.startswith(mark)] for mark in SEARCH]
-    builds = [[i for i, line in enumerate(lines) if line.startswith(mark)] for mark in BUILD]
-    if any(len(found) != 1 for found in (*starts, *builds)):
+    found = [[i for i, line in enumerate(lines) if line.startswith(mark)] for mark in SEARCH]
+    if [len(f) for f in found] != [1, 1] or found[0][0] > found[1][0]:
         return None
-    (first,), (last,) = starts
-    (build,), (then,) = builds
-    if not (first < last < build and then == build + 1):
-        return None
+    (first,), (last,) = found
     if site_packages.startswith(f"{top}/"):
         where = f"sys.path[0].rpartition('/')[0] + {site_packages[len(top) :]!a}"
     else:
         where = ascii(site_packages)
-    return b"\n".join(
-        [
-            *lines[:first],
-            f"where = {where}  # (codepack_build wrote it in)".encode(),
-            *lines[last + 1 : build],
-            b"codepack.start(where)",
-            *lines[then + 1 :],
-        ]
-    )
+    line = f"where = {where}  # (codepack_build wrote it in)"
+    return b"\n".join([*lines[:first], line.encode(), *lines[last + 1 :]])
 
 
 def _compile_for_pack(source: bytes, path: str) -> CodeType:
