@@ -9,7 +9,7 @@ dependency, and a type named from above is a dependency on what is above):
 * no module imports one of a higher layer:
 
     leaf helpers (errors, flock, fsutil, jsonio, log, linux, mountinfo, units, faults,
-                  codepack, paths, env, signals)
+                  codepack, codepack_build, codepack_slot, paths, env, signals)
       <- spec <- job <- config <- cgroups <- runtime <- daemon <- images <- cli
 
   and inside the runtime, by who reads each part:
@@ -38,6 +38,8 @@ LAYERS: dict[str, tuple[int, int]] = {
     **dict.fromkeys(
         (
             "hostjob.codepack",
+            "hostjob.codepack_build",
+            "hostjob.codepack_slot",
             "hostjob.env",
             "hostjob.errors",
             "hostjob.faults",

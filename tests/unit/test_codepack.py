@@ -1,10 +1,13 @@
 """hostjob.codepack: the pack of byte code bin/hostjob imports from, and every way it
-steps aside (a changed source, a foreign or broken pack, HOSTJOB_NO_CODEPACK=1), on a
-small package of its own."""
+steps aside (a changed source, a foreign or broken pack, a pack replaced under it,
+HOSTJOB_NO_CODEPACK=1), on a small package of its own; when a command is to have one
+made (``wanted``); and what only site.py finds, under ``python -S``. bin/hostjob itself,
+in each install's layout, and the first command's build: test_codepack_build.py."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -13,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hostjob import codepack
+from hostjob import codepack, codepack_build
 from tests.helpers import REPO
 
 
@@ -39,7 +42,8 @@ def finders() -> Iterator[list[codepack.PackFinder]]:
     yield installed
     for finder in installed:
         sys.meta_path.remove(finder)
-        os.close(finder.fd)
+        if finder.fd >= 0:
+            os.close(finder.fd)
 
 
 def install(top: Path, installed: list[codepack.PackFinder]) -> codepack.PackFinder:
@@ -50,7 +54,7 @@ def install(top: Path, installed: list[codepack.PackFinder]) -> codepack.PackFin
 
 
 def test_modules_come_from_the_pack(package: Path, finders: list[codepack.PackFinder]) -> None:
-    count = codepack.build(str(package))
+    count = codepack_build.build(str(package))
     finder = install(package, finders)
     # and where _json & co. lie
     assert set(finder.index) - {"packpkg", "packpkg.plain", "packpkg.sub", "packpkg.sub.leaf"} <= {
@@ -72,7 +76,7 @@ def test_modules_come_from_the_pack(package: Path, finders: list[codepack.PackFi
 def test_a_changed_source_is_imported_the_ordinary_way(
     package: Path, finders: list[codepack.PackFinder]
 ) -> None:
-    codepack.build(str(package))
+    codepack_build.build(str(package))
     leaf = package / "sub" / "leaf.py"
     leaf.write_text("VALUE = 99  # an upgrade after the pack was made\n")
     finder = install(package, finders)
@@ -88,12 +92,14 @@ def test_no_pack_a_foreign_pack_a_broken_pack_or_turned_off(
 ) -> None:
     before = list(sys.meta_path)
     assert codepack.install(str(package)) is None  # none made
-    codepack.build(str(package))
+    codepack_build.build(str(package))
     path = Path(codepack.pack_path(str(package)))
     good = path.read_bytes()
     path.write_bytes(good[:4] + b"\0\0\0\0" + good[8:])  # another Python's magic
     assert codepack.install(str(package)) is None
     path.write_bytes(good[:40])  # cut short
+    assert codepack.install(str(package)) is None
+    codepack_build.mark_attempt(str(package), "an attempt's mark: no module in it")
     assert codepack.install(str(package)) is None
     path.write_bytes(good)
     monkeypatch.setenv("HOSTJOB_NO_CODEPACK", "1")
@@ -106,7 +112,7 @@ def test_a_closed_or_reused_fd_is_reopened(
 ) -> None:
     """A forked container process closes the fds it does not keep, and the number may
     come back as another file: the pack is read again from its path, never from that."""
-    codepack.build(str(package))
+    codepack_build.build(str(package))
     finder = install(package, finders)
     os.close(finder.fd)
     other = tmp_path / "other"
@@ -120,6 +126,95 @@ def test_a_closed_or_reused_fd_is_reopened(
         assert finder.fd != fd
     finally:
         os.close(fd)
+
+
+def test_a_pack_replaced_under_a_live_finder_is_not_used(
+    package: Path, finders: list[codepack.PackFinder], tmp_path: Path
+) -> None:
+    """A reinstall renames another pack over this one while a command runs: the index
+    in hand says where this pack's code lies, not the other's. Once the fd is lost (as
+    a forked container process loses it) the file is opened again, found to be another,
+    and every module from then on is imported from its source."""
+    codepack_build.build(str(package))
+    finder = install(package, finders)
+    other = tmp_path / "other" / "packpkg"
+    shutil.copytree(package, other, ignore=shutil.ignore_patterns("__pycache__"))
+    (other / "sub" / "leaf.py").write_text("VALUE = 77\n")  # as long as the source's
+    codepack_build.build(str(other))
+    os.replace(codepack.pack_path(str(other)), codepack.pack_path(str(package)))
+    os.close(finder.fd)
+    import packpkg.plain
+
+    assert packpkg.plain.VALUE == 42  # leaf's source (41), not the other pack's code (77)
+    assert finder.index == {} and finder.fd == -1
+    assert finder.find_spec("packpkg.sub.leaf") is None
+
+
+def test_a_live_finder_keeps_reading_its_own_pack_after_a_replacement(
+    package: Path, finders: list[codepack.PackFinder], tmp_path: Path
+) -> None:
+    """While its fd is open, the finder reads the file its index came from (renamed
+    away, not changed), whatever now lies at the path."""
+    codepack_build.build(str(package))
+    finder = install(package, finders)
+    os.replace(codepack.pack_path(str(package)), tmp_path / "renamed")
+    codepack_build.mark_attempt(str(package))
+    import packpkg.plain
+
+    assert packpkg.plain.VALUE == 42
+    assert packpkg.plain.__spec__.loader is finder and finder.index
+
+
+def test_a_pack_is_wanted_when_missing_and_writable(
+    package: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command has a pack made when there is none (or a real .pyc in its place), no
+    attempt began in the last hour, and Python may write bytecode here."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.delenv("HOSTJOB_NO_CODEPACK", raising=False)
+    assert codepack.wanted(str(package))  # no __pycache__ yet: the package dir is writable
+    slot = Path(codepack.pack_path(str(package)))
+    slot.parent.mkdir()
+    slot.write_bytes(codepack.MAGIC_NUMBER + bytes(12))  # what pip's compile leaves there
+    assert codepack.wanted(str(package))
+    codepack_build.mark_attempt(str(package), "OSError: an attempt that failed")
+    assert not codepack.wanted(str(package))
+    long_ago = slot.stat().st_mtime - codepack.RETRY_AFTER - 1
+    os.utime(slot, (long_ago, long_ago))
+    assert codepack.wanted(str(package))
+    monkeypatch.setenv("HOSTJOB_NO_CODEPACK", "1")
+    assert not codepack.wanted(str(package))
+    monkeypatch.delenv("HOSTJOB_NO_CODEPACK")
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # PYTHONDONTWRITEBYTECODE=1
+    assert not codepack.wanted(str(package))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    codepack_build.build(str(package))
+    assert not codepack.wanted(str(package))
+
+
+def test_under_python_s_a_module_only_site_finds_is_found() -> None:
+    """bin/hostjob, once specialised, starts as ``python -S``: a module outside the
+    package's directory and the standard library (here pytest, in the test venv's
+    site-packages) is found after site.py's work, done then, once."""
+    probe = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(REPO / "src")!r})
+        from hostjob import codepack
+        sys.meta_path.append(codepack.SiteFallback())
+        before = "site" in sys.modules
+        import pytest
+        try:
+            import hostjob_no_such_module
+        except ModuleNotFoundError:
+            missing = True
+        print(before, "site" in sys.modules, pytest.__file__.startswith(sys.prefix), missing)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", probe], capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout.split() == ["False", "True", "True", "True"], result.stderr
 
 
 def test_the_installed_command_imports_from_its_pack() -> None:
@@ -160,7 +255,7 @@ def test_a_changed_extension_is_found_the_ordinary_way(
 ) -> None:
     """An extension module's entry is only where it lies: another file there (an upgrade
     of Python) is found by the ordinary finders."""
-    codepack.build(str(package))
+    codepack_build.build(str(package))
     finder = install(package, finders)
     name = next(iter(n for n in codepack.STDLIB_EXTENSIONS if n in finder.index), None)
     if name is None:
@@ -217,7 +312,7 @@ def test_the_pack_leaves_docstrings_out_and_asserts_in(
             '''
         )
     )
-    codepack.build(str(package))
+    codepack_build.build(str(package))
     install(package, finders)
     import packpkg.documented as documented  # type: ignore[import-not-found]
 
@@ -286,7 +381,7 @@ def test_the_pack_leaves_annotations_out_and_values_in(
             """
         )
     )
-    codepack.build(str(package))
+    codepack_build.build(str(package))
     install(package, finders)
     import packpkg.annotated as annotated  # type: ignore[import-not-found]
 
