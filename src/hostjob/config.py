@@ -16,7 +16,7 @@ lines that say what is ignored.
 
 from __future__ import annotations
 
-from hostjob import log, paths
+from hostjob import isolation, log, paths
 from hostjob.errors import ConfigError, NotAJobContainer
 from hostjob.job import (
     PRIVATE,
@@ -133,6 +133,10 @@ def to_job_config(
         )
     if resources is not None and resources.unified:
         wire.check_unified(resources.unified)
+    inherit_user = _truthy(annotations.get(ANNOTATION_INHERIT_USER)) or _truthy(
+        annotations.get(HCS_INHERIT_USER)
+    )
+    volumes = _volumes(spec.mounts or [], bundle)
     return JobConfig(
         oci_version=spec.oci_version or wire.OCI_VERSION,
         bundle=bundle,
@@ -140,14 +144,15 @@ def to_job_config(
         readonly=bool(spec.root.readonly),
         mount_mode=mount_mode,
         mount_point=mount_point,
-        volumes=_volumes(spec.mounts or [], bundle),
+        volumes=volumes,
         process=process_config(spec.process, "process"),
         hooks=_hooks(spec.hooks),
         cgroups_path=linux.cgroups_path or "",
         resources=resources,
         annotations=annotations,
-        inherit_user=_truthy(annotations.get(ANNOTATION_INHERIT_USER))
-        or _truthy(annotations.get(HCS_INHERIT_USER)),
+        inherit_user=inherit_user,
+        auto_user=isolation.auto_user(annotations, inherit_user) or None,
+        secrets=isolation.secrets(annotations, volumes),
     )
 
 

@@ -142,6 +142,7 @@ class JobConfig(Model):
     __slots__ = (
         "_resources",
         "annotations",
+        "auto_user",
         "bundle",
         "cgroups_path",
         "hooks",
@@ -154,6 +155,7 @@ class JobConfig(Model):
         "readonly",
         "resources_json",
         "rootfs",
+        "secrets",
         "volumes",
     )
     oci_version: str
@@ -170,6 +172,12 @@ class JobConfig(Model):
     annotations: dict[str, str]
     inherit_user: bool
     image: str | None  # hostjob run IMAGE: the image's name in the store
+    # --user auto: the process's uid and gid are a number create allocated for this
+    # container (hostjob.runtime.users), held while its record exists.
+    auto_user: bool | None
+    # Files the job gets from the host: [source, destination in the container's view]
+    # pairs, written at create, readable by the job's user only (runtime.sandbox.secrets).
+    secrets: list[list[str]] | None
     FIELDS = (
         ("ociVersion", "oci_version", string),
         ("bundle", "bundle", string),
@@ -185,6 +193,8 @@ class JobConfig(Model):
         ("annotations", "annotations", string_map),
         ("inheritUser", "inherit_user", boolean),
         ("image", "image", string),
+        ("autoUser", "auto_user", boolean),
+        ("secrets", "secrets", list_of(string_list)),
     )
 
     def __init__(self, **values: Any) -> None:

@@ -64,6 +64,13 @@ GLOBAL = Command(
         Option("log-format", VALUE, "log format: text or json", default="text"),
         Option("debug", FLAG, "enable debug logging"),
         Option("systemd-cgroup", FLAG, "cgroupsPath is slice:prefix:name"),
+        Option(
+            "auto-user-range",
+            VALUE,
+            "the uids --user auto gives containers (default $HOSTJOB_AUTO_USER_RANGE, else"
+            " 2000000000-2000999999)",
+            metavar="first-last",
+        ),
         Option("rootless", VALUE, "accepted for runc compatibility", default="auto"),
         Option("criu", VALUE, "accepted for runc compatibility"),
         Option("version,v", FLAG, "print the version"),
@@ -84,7 +91,16 @@ ROUTED = frozenset(
 class Context:
     """The global flags, as every command sees them."""
 
-    __slots__ = ("criu", "debug", "log", "log_format", "root", "rootless", "systemd_cgroup")
+    __slots__ = (
+        "auto_user_range",
+        "criu",
+        "debug",
+        "log",
+        "log_format",
+        "root",
+        "rootless",
+        "systemd_cgroup",
+    )
 
     def __init__(self, args: Args) -> None:
         self.root: str = args.root
@@ -94,6 +110,7 @@ class Context:
         self.systemd_cgroup: bool = args.systemd_cgroup
         self.rootless: str = args.rootless
         self.criu: str | None = args.criu
+        self.auto_user_range: str | None = args.auto_user_range
 
     def delegate_flags(self) -> list[str]:
         """The global flags a real OCI runtime gets when hostjob hands it a container
