@@ -119,7 +119,8 @@ def _held(store: StateStore, container_id: str) -> set[int]:
 
 def _process_ids() -> set[int]:
     """Every uid and gid (real, effective, saved, filesystem) a process on the host
-    runs as."""
+    runs as (a zombie runs as nobody: a deleted job's init may stay one for a while
+    where the host's PID 1 is slow to reap the orphans it is given)."""
     found: set[int] = set()
     for name in posix.listdir("/proc"):
         if name.isdigit():
@@ -131,7 +132,8 @@ def _process_ids() -> set[int]:
 
 
 def _ids_of(pid: int) -> tuple[list[int], list[int]] | None:
-    """(uids, gids) of ``/proc/PID/status``; None when the process is gone."""
+    """(uids, gids) of ``/proc/PID/status``; None when the process is gone or a
+    zombie."""
     try:
         fd = posix.open(f"/proc/{pid}/status", posix.O_RDONLY | posix.O_CLOEXEC)
     except OSError:
@@ -145,6 +147,8 @@ def _ids_of(pid: int) -> tuple[list[int], list[int]] | None:
     uids: list[int] = []
     gids: list[int] = []
     for line in data.split(b"\n"):
+        if line.startswith(b"State:") and line[6:].split()[:1] in ([b"Z"], [b"X"]):
+            return None
         if line.startswith(b"Uid:"):
             uids = [int(n) for n in line[4:].split()]
         elif line.startswith(b"Gid:"):
