@@ -23,37 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.images.pack import pack
 from hostjob.runtime import users
-from tests.helpers import Hostjob, base_config, make_bundle, make_rootfs, new_id
+from tests.fixtures.procfs import ids_of
+from tests.helpers import Hostjob, base_config, make_bundle, new_id
 
 TOKEN = "API_TOKEN=hunter2-of-job-a"
 # A range of two numbers no passwd names, for the tests that fill one.
 SMALL = 3_900_000_200
-
-
-@pytest.fixture
-def image(open_tmp: Path) -> str:
-    src = make_rootfs(open_tmp / "image-src")
-    pack(str(src), f"oci:{open_tmp / 'layout'}:v1", cmd=["/bin/sh"])
-    return f"oci:{open_tmp / 'layout'}:v1"
-
-
-@pytest.fixture
-def run_d(open_tmp: Path) -> tuple[str, ...]:
-    return ("run", "-d", "-q", "--store", str(open_tmp / "store"))
-
-
-def ids_of(pid: int) -> tuple[list[int], list[int], str]:
-    """(uids, gids, supplementary groups) of a process, from /proc."""
-    fields = dict(
-        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-    )
-    return (
-        [int(n) for n in fields["Uid"].split()],
-        [int(n) for n in fields["Gid"].split()],
-        fields["Groups"].strip(),
-    )
 
 
 def state_of(pid: int) -> str:
@@ -61,14 +37,16 @@ def state_of(pid: int) -> str:
 
 
 def test_jobs_of_one_uid_read_and_signal_each_other_and_are_warned(
-    hj_open: Hostjob, image: str, run_d: tuple[str, ...]
+    hj_open: Hostjob, busybox_image: str, run_d: tuple[str, ...]
 ) -> None:
     a, b, c = new_id("a"), new_id("b"), new_id("c")
-    hj_open.ok(*run_d, "--name", a, "--user", "65534:65534", "-e", TOKEN, image, "sleep", "600")
+    hj_open.ok(
+        *run_d, "--name", a, "--user", "65534:65534", "-e", TOKEN, busybox_image, "sleep", "600"
+    )
     pid_a = hj_open.state(a)["pid"]
     # No --log: the one warning goes to stderr (clients give --log: then it goes there).
     loud = Hostjob(hj_open.root)
-    started = loud(*run_d, "--name", b, "--user", "65534:65534", image, "sleep", "600")
+    started = loud(*run_d, "--name", b, "--user", "65534:65534", busybox_image, "sleep", "600")
     assert started.returncode == 0, started.stderr
     warning = started.stderr.strip()
     assert len(warning.splitlines()) == 1, warning
@@ -85,19 +63,19 @@ def test_jobs_of_one_uid_read_and_signal_each_other_and_are_warned(
         hj_open.ok("exec", b, "kill", "-CONT", str(pid_a))
 
     # With --log, the warning is there and stderr stays empty (hj_open.ok checks).
-    hj_open.ok(*run_d, "--name", c, "--user", "65534", image, "sleep", "600")
+    hj_open.ok(*run_d, "--name", c, "--user", "65534", busybox_image, "sleep", "600")
     assert f"container {c} runs as uid 65534" in hj_open.log.read_text()  # type: ignore[union-attr]
     for container in (a, b, c):
         hj_open.ok("delete", "--force", container)
 
 
 def test_auto_user_jobs_cannot_read_or_signal_each_other(
-    hj_open: Hostjob, image: str, run_d: tuple[str, ...]
+    hj_open: Hostjob, busybox_image: str, run_d: tuple[str, ...]
 ) -> None:
     a, b = new_id("a"), new_id("b")
     loud = Hostjob(hj_open.root)
     for name, env in ((a, ["-e", TOKEN]), (b, [])):
-        done = loud(*run_d, "--name", name, "--user", "auto", *env, image, "sleep", "600")
+        done = loud(*run_d, "--name", name, "--user", "auto", *env, busybox_image, "sleep", "600")
         assert done.returncode == 0 and done.stderr == "", done.stderr  # no warning
     pid_a, pid_b = hj_open.state(a)["pid"], hj_open.state(b)["pid"]
     uids_a, gids_a, groups_a = ids_of(pid_a)
@@ -129,37 +107,37 @@ def test_auto_user_jobs_cannot_read_or_signal_each_other(
 
 
 def test_the_number_is_held_for_the_containers_life_and_freed_at_delete(
-    hj_open: Hostjob, image: str, run_d: tuple[str, ...]
+    hj_open: Hostjob, busybox_image: str, run_d: tuple[str, ...]
 ) -> None:
     span = ("--auto-user-range", f"{SMALL}-{SMALL}")
     a, b = new_id("a"), new_id("b")
-    hj_open.ok(*span, *run_d, "--name", a, "--user", "auto", image, "sleep", "600")
+    hj_open.ok(*span, *run_d, "--name", a, "--user", "auto", busybox_image, "sleep", "600")
     assert ids_of(hj_open.state(a)["pid"])[0][0] == SMALL
     hj_open.ok("kill", a, "KILL")
     wait_stopped(hj_open, a)
     # Stopped, it still holds it: the next one is refused with one line, nothing made.
-    error = hj_open.fail(*span, *run_d, "--name", b, "--user", "auto", image, "true")
+    error = hj_open.fail(*span, *run_d, "--name", b, "--user", "auto", busybox_image, "true")
     assert f"no free uid left in {SMALL}-{SMALL}" in error
     assert not (hj_open.root / b).exists()
     hj_open.ok("delete", a)
-    hj_open.ok(*span, *run_d, "--name", b, "--user", "auto", image, "sleep", "600")
+    hj_open.ok(*span, *run_d, "--name", b, "--user", "auto", busybox_image, "sleep", "600")
     assert ids_of(hj_open.state(b)["pid"])[0][0] == SMALL
     hj_open.ok("delete", "--force", b)
 
 
 def test_a_number_passwd_names_or_a_process_runs_as_is_never_given(
-    hj_open: Hostjob, image: str, run_d: tuple[str, ...], running_as: Iterator[int]
+    hj_open: Hostjob, busybox_image: str, run_d: tuple[str, ...], running_as: Iterator[int]
 ) -> None:
     nobody = pwd.getpwnam("nobody").pw_uid
     error = hj_open.fail(
-        "--auto-user-range", f"{nobody}-{nobody}", *run_d, "--user", "auto", image, "true"
+        "--auto-user-range", f"{nobody}-{nobody}", *run_d, "--user", "auto", busybox_image, "true"
     )
     assert "no free uid" in error
     taken = next(running_as)  # SMALL + 1, held by a host process
     span = ("--auto-user-range", f"{taken}-{taken + 1}")
     for _ in range(3):  # the search starts at random: each time the free one
         name = new_id("p")
-        hj_open.ok(*span, *run_d, "--name", name, "--user", "auto", image, "sleep", "600")
+        hj_open.ok(*span, *run_d, "--name", name, "--user", "auto", busybox_image, "sleep", "600")
         assert ids_of(hj_open.state(name)["pid"])[0][0] == taken + 1
         hj_open.ok("delete", "--force", name)
 

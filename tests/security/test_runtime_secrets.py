@@ -20,24 +20,13 @@ from pathlib import Path
 import pytest
 
 from hostjob.images.pack import pack
+from tests.fixtures.procfs import uid_of
 from tests.helpers import Hostjob, base_config, make_bundle, make_rootfs, new_id
 
 SECRET = "s3cret-file-contents"
 TOKEN = "API_TOKEN=hunter2-in-the-environment"
 READ_SECRET = 'cat "$CONTAINER_SANDBOX_MOUNT_POINT/run/secrets/token"'
 Nobody = Callable[..., subprocess.CompletedProcess[str]]
-
-
-@pytest.fixture
-def image(open_tmp: Path) -> str:
-    src = make_rootfs(open_tmp / "image-src")
-    pack(str(src), f"oci:{open_tmp / 'layout'}:v1", cmd=["/bin/sh"])
-    return f"oci:{open_tmp / 'layout'}:v1"
-
-
-@pytest.fixture
-def run_d(open_tmp: Path) -> tuple[str, ...]:
-    return ("run", "-d", "-q", "--store", str(open_tmp / "store"))
 
 
 @pytest.fixture
@@ -50,16 +39,9 @@ def secret(open_tmp: Path) -> Path:
     return path
 
 
-def uid_of(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("Uid:"):
-            return int(line.split()[1])
-    raise AssertionError("no Uid line")
-
-
 def test_the_environment_is_every_same_uid_processs_a_secret_file_is_the_jobs(
     hj_open: Hostjob,
-    image: str,
+    busybox_image: str,
     run_d: tuple[str, ...],
     secret: Path,
     open_tmp: Path,
@@ -67,14 +49,18 @@ def test_the_environment_is_every_same_uid_processs_a_secret_file_is_the_jobs(
 ) -> None:
     leaky, kept, other = new_id("e"), new_id("s"), new_id("o")
     # The attack: any process of the job's uid reads the job's environment.
-    hj_open.ok(*run_d, "--name", leaky, "--user", "65534:65534", "-e", TOKEN, image, "sleep", "600")
+    hj_open.ok(
+        *run_d, "--name", leaky, "--user", "65534:65534", "-e", TOKEN, busybox_image, "sleep", "600"
+    )
     read = as_nobody('cat "/proc/$1/environ"', "sh", str(hj_open.state(leaky)["pid"]))
     assert read.returncode == 0 and TOKEN in read.stdout
 
     # The defence: a file of the job's own.
     given = f"{secret}:/run/secrets/token"
-    hj_open.ok(*run_d, "--name", kept, "--user", "auto", "--secret", given, image, "sleep", "600")
-    hj_open.ok(*run_d, "--name", other, "--user", "auto", image, "sleep", "600")
+    hj_open.ok(
+        *run_d, "--name", kept, "--user", "auto", "--secret", given, busybox_image, "sleep", "600"
+    )
+    hj_open.ok(*run_d, "--name", other, "--user", "auto", busybox_image, "sleep", "600")
     pid = hj_open.state(kept)["pid"]
     assert hj_open.ok("exec", kept, "sh", "-c", READ_SECRET) == SECRET
     host_path = hj_open.root / kept / "rootfs" / "run" / "secrets" / "token"
@@ -157,17 +143,19 @@ def test_a_bundles_secret_is_written_for_its_user_and_taken_back_at_delete(
 
 
 def test_what_a_secret_is_read_from_is_bounded(
-    hj_open: Hostjob, image: str, run_d: tuple[str, ...], open_tmp: Path
+    hj_open: Hostjob, busybox_image: str, run_d: tuple[str, ...], open_tmp: Path
 ) -> None:
     big = open_tmp / "big"
     big.write_bytes(b"x" * ((1 << 20) + 1))
     fifo = open_tmp / "fifo"
     os.mkfifo(fifo)
     name = new_id("big")
-    error = hj_open.fail(*run_d, "--name", name, "--secret", f"{big}:/run/big", image, "true")
+    error = hj_open.fail(
+        *run_d, "--name", name, "--secret", f"{big}:/run/big", busybox_image, "true"
+    )
     assert "larger than 1048576 bytes" in error
     assert not (hj_open.root / name).exists()
-    error = hj_open.fail(*run_d, "--secret", f"{fifo}:/run/fifo", image, "true")
+    error = hj_open.fail(*run_d, "--secret", f"{fifo}:/run/fifo", busybox_image, "true")
     assert "is not a file" in error
     # The bundle form reads it at create: a FIFO is refused there, never waited on.
     bundle = make_bundle(

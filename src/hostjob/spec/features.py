@@ -57,6 +57,8 @@ def features() -> dict[str, Any]:
             "io.hostjob.job-container.<container name>": "true|false (a pod annotation)",
             "io.hostjob.rootfs-mount-point": "absolute path",
             "io.hostjob.inherit-user": "true|false",
+            "io.hostjob.user": "auto (a uid and gid of the container's own)",
+            "io.hostjob.secrets": "SRC:DST[,SRC:DST...] (host files, 0400, the job user's)",
             "microsoft.com/hostprocess-container": "accepted",
             "microsoft.com/hostprocess-rootfs-location": "absolute path",
             "microsoft.com/hostprocess-inherit-user": "true|false",
@@ -64,6 +66,7 @@ def features() -> dict[str, Any]:
         "potentiallyUnsafeConfigAnnotations": [
             "io.hostjob.rootfs-mount-point",
             "io.hostjob.inherit-user",
+            "io.hostjob.secrets",
             "microsoft.com/hostprocess-rootfs-location",
             "microsoft.com/hostprocess-inherit-user",
         ],
