@@ -16,7 +16,7 @@ lines that say what is ignored.
 
 from __future__ import annotations
 
-from hostjob import log, paths
+from hostjob import isolation, log, paths
 from hostjob.errors import ConfigError, NotAJobContainer
 from hostjob.job import Hook, JobConfig, ProcessConfig, Rlimit, merge_resources
 from hostjob.pods import default_mount_mode, is_cri, is_job_container, pod_namespaces
@@ -154,6 +154,8 @@ def to_job_config(
     if is_cri(annotations):  # any other client's namespaces are ignored
         pairs = [(e.type or "", e.path) for e in linux.namespaces or []]
         joined = pod_namespaces(annotations, pairs, host.namespaces_on_host, host.namespace_ids)
+    inherit_user = _inherit_user(annotations, defaults.get(ANNOTATION_INHERIT_USER))
+    found_volumes = volumes(spec.mounts or [], bundle)
     return JobConfig(
         oci_version=spec.oci_version or wire.OCI_VERSION,
         bundle=bundle,
@@ -161,15 +163,17 @@ def to_job_config(
         readonly=bool(spec.root.readonly),
         mount_mode=mount_mode,
         mount_point=mount_point,
-        volumes=volumes(spec.mounts or [], bundle),
+        volumes=found_volumes,
         process=process_config(spec.process, "process"),
         hooks=_hooks(spec.hooks),
         cgroups_path=linux.cgroups_path or "",
         resources=resources,
         annotations=annotations,
-        inherit_user=_inherit_user(annotations, defaults.get(ANNOTATION_INHERIT_USER)),
+        inherit_user=inherit_user,
         pod_namespaces=joined or None,
         seccomp=linux.seccomp,
+        auto_user=isolation.auto_user(annotations, inherit_user) or None,
+        secrets=isolation.secrets(annotations, found_volumes),
     )
 
 

@@ -178,6 +178,7 @@ class JobConfig(Model):
     __slots__ = (
         "_resources",
         "annotations",
+        "auto_user",
         "bundle",
         "cgroups_path",
         "hooks",
@@ -192,6 +193,7 @@ class JobConfig(Model):
         "resources_json",
         "rootfs",
         "seccomp",
+        "secrets",
         "volumes",
     )
     oci_version: str
@@ -210,6 +212,12 @@ class JobConfig(Model):
     image: str | None  # hostjob run IMAGE: the image's name in the store
     pod_namespaces: list[PodNamespace] | None  # joined by every process of the job
     seccomp: dict[str, Any] | None  # linux.seccomp, checked: every process runs under it
+    # --user auto: the process's uid and gid are a number create allocated for this
+    # container (hostjob.runtime.users), held while its record exists.
+    auto_user: bool | None
+    # Files the job gets from the host: [source, destination in the container's view]
+    # pairs, written at create, readable by the job's user only (runtime.sandbox.secrets).
+    secrets: list[list[str]] | None
     FIELDS = (
         ("ociVersion", "oci_version", string),
         ("bundle", "bundle", string),
@@ -227,6 +235,8 @@ class JobConfig(Model):
         ("image", "image", string),
         ("podNamespaces", "pod_namespaces", list_of(model(PodNamespace))),
         ("seccomp", "seccomp", json_object),
+        ("autoUser", "auto_user", boolean),
+        ("secrets", "secrets", list_of(string_list)),
     )
 
     def __init__(self, **values: Any) -> None:

@@ -5,7 +5,9 @@ With ``--log FILE`` every record goes there, as JSON lines
 ``--log-format json`` or logrus text lines (``time="..." level=warning msg="..."``)
 otherwise. Without ``--log``, only ``--debug`` sends debug and warning records to
 stderr: a command that succeeds writes nothing on stderr, because containerd and
-podman hand the runtime's stderr to the container's own stderr stream.
+podman hand the runtime's stderr to the container's own stderr stream (both give
+``--log``). The one exception is a warning the operator must see (``stderr=True``: two
+jobs sharing a uid), which goes to stderr when there is no ``--log``.
 Errors are reported by ``hostjob.cli.main``, which also writes them here.
 """
 
@@ -48,7 +50,7 @@ def format_record(level: str, msg: str, fmt: str) -> str:
     return f"time={jsonio.dumps(now)} level={level} msg={jsonio.dumps(msg)}"
 
 
-def _emit(level: str, msg: str) -> None:
+def _emit(level: str, msg: str, stderr: bool = False) -> None:
     if _LEVELS[level] < _threshold and level != "error":
         return
     if _path is not None:
@@ -63,7 +65,7 @@ def _emit(level: str, msg: str) -> None:
                 posix.close(fd)
         except OSError:
             pass  # logging must never turn success into failure
-    elif _to_stderr and level != "error":
+    elif (_to_stderr or stderr) and level != "error":
         sys.stderr.write(f"hostjob: {level}: {msg}\n")
 
 
@@ -75,8 +77,10 @@ def info(msg: str) -> None:
     _emit("info", msg)
 
 
-def warning(msg: str) -> None:
-    _emit("warning", msg)
+def warning(msg: str, stderr: bool = False) -> None:
+    """A warning record; with ``stderr``, one the operator must see: on stderr when
+    there is no ``--log`` to take it (clients such as containerd and podman give one)."""
+    _emit("warning", msg, stderr)
 
 
 def error(msg: str) -> None:

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from hostjob import linux
-from tests.helpers import Hostjob
+from hostjob.images.pack import pack
+from tests.helpers import Hostjob, make_rootfs
 
 NOBODY = 65534
 ID_PROGRAM = "/usr/bin/id"  # coreutils: `id -u` prints the *effective* uid
@@ -88,6 +89,20 @@ def privileged_tree(open_tmp: Path) -> Path:
 def store_dir(open_tmp: Path) -> Path:
     """Where the test's image store goes (made by hostjob)."""
     return open_tmp / "store"
+
+
+@pytest.fixture
+def busybox_image(open_tmp: Path) -> str:
+    """A one-layer image of busybox and its applets (``make_rootfs``), as ``oci:``."""
+    src = make_rootfs(open_tmp / "image-src")
+    pack(str(src), f"oci:{open_tmp / 'layout'}:v1", cmd=["/bin/sh"])
+    return f"oci:{open_tmp / 'layout'}:v1"
+
+
+@pytest.fixture
+def run_d(store_dir: Path) -> tuple[str, ...]:
+    """``run -d`` of an image, quiet, in the test's store: the words before the flags."""
+    return ("run", "-d", "-q", "--store", str(store_dir))
 
 
 def unmount_under(prefix: str) -> None:

@@ -78,6 +78,13 @@ GLOBAL = Command(
             FLAG,
             "run as the launcher, unless io.hostjob.inherit-user says otherwise",
         ),
+        Option(
+            "auto-user-range",
+            VALUE,
+            "the uids --user auto gives containers (default $HOSTJOB_AUTO_USER_RANGE, else"
+            " 2000000000-2000999999)",
+            metavar="first-last",
+        ),
         Option("rootless", VALUE, "accepted for runc compatibility", default="auto"),
         Option("criu", VALUE, "accepted for runc compatibility"),
         Option("version,v", FLAG, "print the version"),
@@ -99,6 +106,7 @@ class Context:
     """The global flags, as every command sees them."""
 
     __slots__ = (
+        "auto_user_range",
         "criu",
         "debug",
         "default_inherit_user",
@@ -122,6 +130,7 @@ class Context:
         self.default_mount_mode: str | None = args.default_mount_mode
         self.default_mount_point: str | None = args.default_rootfs_mount_point
         self.default_inherit_user: bool = args.default_inherit_user
+        self.auto_user_range: str | None = args.auto_user_range
 
     def defaults(self) -> dict[str, str]:
         """The operator's defaults, by the annotation each stands for (as

@@ -67,6 +67,12 @@ def launch(
         return lock, fifos
 
     _fork_watcher(work, root, container_id, _preserved_fds(options))
+    if log.settings()[0] is None:
+        # The watcher's create said it to its stderr, /dev/null: without a --log to
+        # take it, say it here.
+        from hostjob.runtime import users
+
+        users.warn_if_shared_running(StateStore(root), container_id)
 
 
 def respawn(container: Container) -> bool:

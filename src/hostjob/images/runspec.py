@@ -9,8 +9,10 @@ directory, its bundle), so it goes through the same one conversion step
   replaces ``Entrypoint`` and drops ``Cmd``), the image's ``Env``, then
   ``--env-file`` and ``--env``; ``WorkingDir`` (always a path inside the image) or
   ``--cwd``; the user, first of: ``--user``, an inherit-user ``--annotation``, the
-  image's ``User``, and else the launcher's own identity (inherit mode).
-* annotations: ``--annotation``, the mount mode and point — only flags.
+  image's ``User``, and else the launcher's own identity (inherit mode); ``--user
+  auto`` is the ``io.hostjob.user: auto`` annotation (a uid of the container's own).
+* annotations: ``--annotation``, the mount mode and point, ``--user auto``, and
+  ``--secret SRC:DST`` (``io.hostjob.secrets``) — only flags.
 * mounts: each ``--volume SRC:DST[:ro]`` as a bind mount.
 * linux.resources: ``--memory``, ``--cpus``, ``--pids-limit``.
 
@@ -35,6 +37,7 @@ from hostjob.config import (
     HCS_INHERIT_USER,
 )
 from hostjob.errors import ConfigError, InvalidArgument
+from hostjob.isolation import ANNOTATION_SECRETS, ANNOTATION_USER, AUTO, check_secret
 from hostjob.spec.runtime import OCI_VERSION
 
 TYPE_CHECKING = False
@@ -61,6 +64,7 @@ class RunFlags:
         "mount_mode",
         "mount_point",
         "pids_limit",
+        "secrets",
         "tty",
         "user",
         "volumes",
@@ -81,6 +85,7 @@ class RunFlags:
         self.mount_mode: str | None = values.pop("mount_mode", None)
         self.volumes: list[str] = values.pop("volumes", [])
         self.annotations: list[str] = values.pop("annotations", [])
+        self.secrets: list[str] = values.pop("secrets", [])
         if values:
             raise TypeError(f"unknown run flags: {sorted(values)}")
 
@@ -107,6 +112,11 @@ def build_spec(
         annotations[ANNOTATION_MOUNT_MODE] = flags.mount_mode
     if flags.mount_point:
         annotations[ANNOTATION_MOUNT_POINT] = flags.mount_point
+    if flags.secrets:
+        given = annotations.get(ANNOTATION_SECRETS)
+        annotations[ANNOTATION_SECRETS] = ",".join(
+            [*([given] if given else []), *(_secret(entry) for entry in flags.secrets)]
+        )
     process: dict[str, Any] = {
         "terminal": flags.tty,
         "args": _argv(config, flags) if need_command else [],
@@ -120,7 +130,13 @@ def build_spec(
         for key in inherit_keys:
             log.warning(f"--user {flags.user} wins over --annotation {key}={annotations[key]}")
             del annotations[key]
-        process["user"] = _user(flags.user)
+        if flags.user == AUTO:
+            annotations[ANNOTATION_USER] = AUTO  # create allocates the uid and gid
+        else:
+            annotations.pop(ANNOTATION_USER, None)
+            process["user"] = _user(flags.user)
+    elif ANNOTATION_USER in annotations:
+        pass  # --annotation io.hostjob.user=auto: as --user auto
     elif any(_truthy(annotations[key]) for key in inherit_keys):
         pass  # the operator asked for the launcher's identity: the image's User is moot
     elif config.user:
@@ -210,6 +226,18 @@ def _user(user: str) -> dict[str, Any]:
     if name.isdigit() and (not group or group.isdigit()):
         return {"uid": int(name), "gid": int(group) if group else 0}
     return {"username": user}
+
+
+def _secret(text: str) -> str:
+    """``--secret SRC:DST``: SRC an existing file (made absolute), DST a path of the
+    container's view, as the annotation holds them."""
+    source, sep, destination = text.partition(":")
+    if "," in text or not sep or not source:
+        raise InvalidArgument(f"--secret {text!r}: expected SRC:DST (paths without commas)")
+    source, destination = check_secret(f"{os.path.abspath(source)}:{destination}")
+    if not os.path.isfile(source):
+        raise InvalidArgument(f"--secret {text!r}: {source} is not a file")
+    return f"{source}:{destination}"
 
 
 def _volume(text: str) -> dict[str, Any]:

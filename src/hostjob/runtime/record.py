@@ -263,8 +263,8 @@ class StateStore:
 
     def lock_shared_paths(self) -> FileLock:
         """Lock the state root itself (exclusively): held while a bind-mode container
-        makes or adopts the paths it may share with others, and while one decides
-        which of them to remove."""
+        makes or adopts the paths it may share with others, while one decides which
+        of them to remove, and while ``--user auto`` picks a container's uid."""
         from hostjob import fsutil
 
         self._ensure_root()

@@ -69,6 +69,8 @@ def features() -> dict[str, Any]:
             "io.hostjob.inherit-user": "true|false",
             "io.hostjob.pod-namespaces": "join (a pod annotation: join the sandbox's"
             " network, IPC and UTS namespaces)",
+            "io.hostjob.user": "auto (a uid and gid of the container's own)",
+            "io.hostjob.secrets": "SRC:DST[,SRC:DST...] (host files, 0400, the job user's)",
             "microsoft.com/hostprocess-container": "accepted",
             "microsoft.com/hostprocess-rootfs-location": "absolute path",
             "microsoft.com/hostprocess-inherit-user": "true|false",
@@ -76,6 +78,7 @@ def features() -> dict[str, Any]:
         "potentiallyUnsafeConfigAnnotations": [
             "io.hostjob.rootfs-mount-point",
             "io.hostjob.inherit-user",
+            "io.hostjob.secrets",
             "microsoft.com/hostprocess-rootfs-location",
             "microsoft.com/hostprocess-inherit-user",
         ],

@@ -46,6 +46,7 @@ def run(args: Args, ctx: Context) -> int:
                 console_socket=args.console_socket,
                 preserve_fds=args.preserve_fds,
                 systemd_cgroup=ctx.systemd_cgroup,
+                auto_user_range=ctx.auto_user_range,
             ),
             document=document,
             defaults=ctx.defaults(),

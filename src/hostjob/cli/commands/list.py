@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hostjob import jsonio
 from hostjob.cli.args import FLAG, VALUE, Command, Option
-from hostjob.errors import InvalidArgument
+from hostjob.errors import InvalidArgument, one_line
 from hostjob.runtime.container import Container
 from hostjob.runtime.record import StateStore
 
@@ -39,7 +39,7 @@ def run(args: Args, ctx: Context) -> int:
         for container in containers:
             print(container.id)
         for _runtime, other in delegated:
-            print(other.get("id", ""))
+            print(one_line(str(other.get("id", ""))))  # another runtime's word
         return 0
     states = [c.state() for c in containers]
     if args.format == "json":
@@ -79,8 +79,11 @@ def run(args: Args, ctx: Context) -> int:
         )
         for runtime, other in delegated
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
+    # Every cell escaped as an error line is: a mount point, a bundle, an owner's name
+    # or another runtime's answer may hold a newline or an escape sequence.
+    cells = [tuple(map(one_line, row)) for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    for row in cells:
         print(
             "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         )

@@ -44,7 +44,18 @@ IMAGE_OPTIONS = (
     Option("interactive,i", FLAG, "accepted for podman compatibility (stdin is always passed)"),
     Option("env,e", LIST, "KEY=VALUE (or KEY: the launcher's value); repeatable"),
     Option("env-file", LIST, "a file of KEY=VALUE lines; repeatable"),
-    Option("user,u", VALUE, "uid[:gid] or a user name (default: the image's User, else you)"),
+    Option(
+        "secret",
+        LIST,
+        "SRC:DST: the file SRC as DST in the container, readable by its user only (not"
+        " in the environment); repeatable",
+    ),
+    Option(
+        "user,u",
+        VALUE,
+        "uid[:gid], a user name, or auto: a uid and gid of the container's own (default:"
+        " the image's User, else you)",
+    ),
     Option("cwd,workdir,w", VALUE, "working directory (default: the image's WorkingDir)"),
     Option("entrypoint", VALUE, "the program: a path, or a JSON array of words"),
     Option("memory,m", VALUE, "memory limit (e.g. 512m)"),
@@ -117,6 +128,7 @@ def _create_options(args: Args, ctx: Context) -> CreateOptions:
         console_socket=args.console_socket,
         preserve_fds=args.preserve_fds,
         systemd_cgroup=ctx.systemd_cgroup,
+        auto_user_range=ctx.auto_user_range,
     )
 
 
@@ -170,11 +182,11 @@ def _foreground_command(args: Args, store: str, image: str) -> list[str]:
 
 
 def _absolute(dest: str, value: str) -> str:
-    """An ``--env-file``, ``--authfile`` or a ``--volume`` source as an absolute path
-    (a unit runs in /)."""
+    """An ``--env-file``, ``--authfile``, or a ``--volume`` or ``--secret`` source as an
+    absolute path (a unit runs in /)."""
     if dest in ("env_file", "authfile"):
         return paths.abspath(value)
-    if dest == "volume" and ":" in value:
+    if dest in ("volume", "secret") and ":" in value:
         source, rest = value.split(":", 1)
         return f"{paths.abspath(source)}:{rest}"
     return value
@@ -210,6 +222,7 @@ def _run_image(args: Args, ctx: Context) -> int:
         mount_mode=args.mount_mode,
         volumes=args.volume,
         annotations=args.annotation,
+        secrets=args.secret,
     )
     flags.check()  # bad flags and names fail before anything is pulled
     if args.name:

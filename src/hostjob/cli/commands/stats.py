@@ -12,7 +12,7 @@ import time
 
 from hostjob import jsonio
 from hostjob.cli.args import FLAG, VALUE, Command, Option
-from hostjob.errors import ContainerNotFound, ContainerNotRunning, InvalidArgument
+from hostjob.errors import ContainerNotFound, ContainerNotRunning, InvalidArgument, one_line
 from hostjob.runtime.container import Container
 from hostjob.runtime.status import Status
 from hostjob.runtime.verbs.events import Sample, summaries, summarize, summary
@@ -81,7 +81,8 @@ def row(info: dict[str, Any]) -> tuple[str, ...]:
 
 
 def table(infos: list[dict[str, Any]]) -> str:
-    rows = [COLUMNS, *(row(info) for info in infos)]
+    # Escaped as an error line is, every cell: none may drive the terminal.
+    rows = [COLUMNS, *(tuple(map(one_line, row(info))) for info in infos)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
     return "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(r, widths, strict=True)).rstrip()

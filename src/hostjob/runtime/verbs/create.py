@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from hostjob import cgroups
     from hostjob.job import DaemonConfig, JobConfig
+    from hostjob.runtime.launch.plan import Credentials
     from hostjob.runtime.launch.spawn import Child
     from hostjob.runtime.sandbox.host import HostPlan
     from hostjob.runtime.sandbox.provider import RootfsProvider
@@ -53,6 +54,7 @@ class CreateOptions:
     non-root job user so that its processes can reach it."""
 
     __slots__ = (
+        "auto_user_range",
         "bundle_config",
         "console_socket",
         "daemon",
@@ -71,6 +73,7 @@ class CreateOptions:
         rootfs: RootfsProvider | None = None,
         bundle_config: dict[str, Any] | None = None,
         daemon: DaemonConfig | None = None,
+        auto_user_range: str | None = None,
     ) -> None:
         self.pid_file = pid_file
         self.console_socket = console_socket
@@ -81,6 +84,9 @@ class CreateOptions:
         # run -d IMAGE: stdout/stderr become FIFOs its watcher reads into this log
         # (``hostjob.daemon.watcher``); the record keeps it.
         self.daemon = daemon
+        # --user auto: FIRST-LAST (the global --auto-user-range); None: the
+        # environment's default, else the built-in one (``hostjob.runtime.users``).
+        self.auto_user_range = auto_user_range
 
 
 def create(
@@ -110,6 +116,11 @@ def create(
         job.cgroups_path = _under_the_unit(container_id) or job.cgroups_path
     if job.process.terminal and options.console_socket is None:
         raise HostjobError("cannot allocate a tty without --console-socket")
+    span = None
+    if job.auto_user:
+        from hostjob.runtime import users
+
+        span = users.configured_range(options.auto_user_range)  # a bad range: nothing made
     lock = store.create(container_id)  # first: a taken ID is "already exists"
     try:
         hierarchies = cgroups.detect()
@@ -150,7 +161,10 @@ def create(
             if host_plan is not None:
                 record.undo = list(host_plan.undo)
         # The record comes first: whatever happens below, delete --force can undo it.
-        store.write(record)
+        if span is None:
+            store.write(record)
+        else:
+            _allocate_user(container, span)
         faults.point("create:after-state-dir")
         try:
             if scope:  # systemd makes the cgroup when it starts the scope, the init in it
@@ -163,14 +177,18 @@ def create(
             store.write(record)
             raise
         faults.point("create:after-cgroup")
-        _prepare_rootfs(container, options, host_plan)
+        plan = launch_plan.plan(job, job.process)
+        if plan.user.uid != 0 and not job.auto_user:
+            from hostjob.runtime import users
+
+            users.warn_if_shared(store, container_id, plan.user.uid)
+        _prepare_rootfs(container, options, host_plan, plan.user)
         faults.point("create:after-mount")
         fifo = None
         if not release_by_pipe:
             fifo = store.fifo(container_id)
             # Only root may write the start byte (the process opens the read end as root).
             posix.mkfifo(fifo, 0o600)
-        plan = launch_plan.plan(job, job.process)
         if plan.seccomp is not None:
             from hostjob import seccomp
 
@@ -249,7 +267,26 @@ def create(
     return child
 
 
-def _prepare_rootfs(container: Handle, options: CreateOptions, host_plan: HostPlan | None) -> None:
+def _allocate_user(container: Handle, span: tuple[int, int]) -> None:
+    """``--user auto``: a uid (and the same gid) of the container's own, no groups. Picked
+    under the state root's lock with every other record read, and recorded before the
+    lock goes: the record holds it until delete removes the record."""
+    from hostjob.runtime import users
+
+    store, record = container.store, container.record
+    assert record is not None
+    process = record.config.process
+    with store.lock_shared_paths():
+        number = users.allocate(store, container.id, span)
+        process.uid = process.gid = number
+        process.additional_gids = []
+        process.username = None
+        store.write(record)
+
+
+def _prepare_rootfs(
+    container: Handle, options: CreateOptions, host_plan: HostPlan | None, user: Credentials
+) -> None:
     job = container.config
     if options.bundle_config is not None:
         from hostjob import fsutil, jsonio
@@ -263,6 +300,11 @@ def _prepare_rootfs(container: Handle, options: CreateOptions, host_plan: HostPl
         options.rootfs.prepare(container.id, job, container.record_change)
     if not paths.isdir(job.rootfs):
         raise MountError(f"rootfs {job.rootfs} is not a directory")
+    if job.secrets:
+        from hostjob.runtime.sandbox.secrets import write_secrets
+
+        # Into the rootfs itself, before a read-only bind or remount covers it.
+        write_secrets(job, user.uid, user.gid, container.record_change)
     if job.mount_mode == "bind":
         from hostjob.runtime.sandbox.bind import prepare_bind
 
