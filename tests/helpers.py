@@ -300,11 +300,18 @@ def _links() -> list[tuple[str, str]]:
 
 def tests_own_dirs() -> tuple[str, ...]:
     """Where the tests keep what they make: pytest's temp roots of this user (every run's,
-    so that another run on the machine is no change) and $TMPDIR's ``hostjob-test-*``."""
+    so that another run on the machine is no change), and the temp dir's ``hostjob-test-*``,
+    ``hostjob-bench-*`` (``bench/``'s) and ``hj-*`` (podman's run roots, which must be
+    short)."""
     import getpass
 
     tmp = tempfile.gettempdir()
-    return (f"{tmp}/pytest-of-{getpass.getuser()}/", f"{tmp}/hostjob-test-")
+    return (
+        f"{tmp}/pytest-of-{getpass.getuser()}/",
+        f"{tmp}/hostjob-test-",
+        f"{tmp}/hostjob-bench-",
+        f"{tmp}/hj-",
+    )
 
 
 def _mounts(own: tuple[str, ...]) -> list[str]:
