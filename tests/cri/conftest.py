@@ -193,6 +193,8 @@ def cri_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="package")
 def cri_containerd(cri_workdir: Path, cri_images: CriImages) -> Iterator[harness.Containerd]:
     require_peer("containerd", "containerd", "ctr", "containerd-shim-runc-v2")
+    # what a node has: procps' top (not busybox's), ip and nsenter (the test network plugin)
+    require_peer("node", "top", "ip", "nsenter")
     try:
         hostjob = harness.find_hostjob(workdir=cri_workdir)
     except harness.HarnessError as e:

@@ -170,8 +170,17 @@ class Sandbox:
             step("StopPodSandbox", rt.StopPodSandbox,
                  cri.StopPodSandboxRequest(pod_sandbox_id=self.sandbox_id))  # fmt: skip
             for cid in self.containers:
-                step(f"RemoveContainer {cid[:12]}", rt.RemoveContainer,
-                     cri.RemoveContainerRequest(container_id=cid))  # fmt: skip
+                try:
+                    rt.RemoveContainer(
+                        cri.RemoveContainerRequest(container_id=cid), timeout=CALL_TIMEOUT
+                    )
+                except grpc.RpcError:
+                    # (containerd can still see a container that exited while it was being
+                    # stopped as running: the kubelet stops and removes it again)
+                    step(f"StopContainer {cid[:12]} again", rt.StopContainer,
+                         cri.StopContainerRequest(container_id=cid, timeout=0))  # fmt: skip
+                    step(f"RemoveContainer {cid[:12]}", rt.RemoveContainer,
+                         cri.RemoveContainerRequest(container_id=cid))  # fmt: skip
             step("RemovePodSandbox", rt.RemovePodSandbox,
                  cri.RemovePodSandboxRequest(pod_sandbox_id=self.sandbox_id))  # fmt: skip
         problems += remove_cgroup(self.cgroup_parent)
