@@ -331,11 +331,12 @@ def _mounts(own: tuple[str, ...]) -> list[str]:
     return sorted(out)
 
 
-def host_fingerprint() -> dict[str, object]:
+def host_fingerprint(own: tuple[str, ...] | None = None) -> dict[str, object]:
     """What no test may change on the machine it runs on: the hostname and domain name (and a
     few namespaced sysctls), ``/`` and ``/tmp``'s modes and owners, the network links,
     ``/etc/hosts``, ``/etc/hostname``, ``/etc/resolv.conf``, and the mount table outside the
-    tests' own directories. Compare two with ``fingerprint_changes``."""
+    tests' own directories (``own``: path prefixes; default ``tests_own_dirs()``). Compare two
+    with ``fingerprint_changes``."""
     sysctls = {}
     for name in FINGERPRINT_SYSCTLS:
         try:
@@ -351,7 +352,7 @@ def host_fingerprint() -> dict[str, object]:
         "/etc/hosts": _file_state("/etc/hosts"),
         "/etc/hostname": _file_state("/etc/hostname"),
         "/etc/resolv.conf": _file_state("/etc/resolv.conf"),
-        "mounts": _mounts(tests_own_dirs()),
+        "mounts": _mounts(tests_own_dirs() if own is None else own),
     }
 
 
