@@ -298,23 +298,15 @@ def _links() -> list[tuple[str, str]]:
     return out
 
 
-def tests_own_dirs() -> tuple[str, ...]:
-    """Where the tests keep what they make: pytest's temp roots of this user (every run's,
-    so that another run on the machine is no change), and the temp dir's ``hostjob-test-*``,
-    ``hostjob-bench-*`` (``bench/``'s) and ``hj-*`` (podman's run roots, which must be
-    short)."""
-    import getpass
-
-    tmp = tempfile.gettempdir()
-    return (
-        f"{tmp}/pytest-of-{getpass.getuser()}/",
-        f"{tmp}/hostjob-test-",
-        f"{tmp}/hostjob-bench-",
-        f"{tmp}/hj-",
-    )
+def _tests_own(point: str) -> bool:
+    """Whether a mount point is a test run's: anything inside a directory of the temp dir
+    (pytest's roots, the project's ``hostjob-*`` and ``hj-*`` dirs, another test run's on
+    the machine). The temp dir itself and its direct entries are the host's."""
+    tmp = tempfile.gettempdir().rstrip("/") + "/"
+    return point.startswith(tmp) and "/" in point[len(tmp) :].strip("/")
 
 
-def _mounts(own: tuple[str, ...]) -> list[str]:
+def _mounts() -> list[str]:
     """The mount table less the tests' own: mount point, fstype, source and propagation (peer
     group numbers left out: they say nothing about the host's state)."""
     out = []
@@ -323,7 +315,7 @@ def _mounts(own: tuple[str, ...]) -> list[str]:
             fields = line.split()
             sep = fields.index("-")
             point = fields[4]
-            if any(point.startswith(p) for p in own):
+            if _tests_own(point):
                 continue
             propagation = ",".join(sorted(o.split(":")[0] for o in fields[6:sep])) or "private"
             fstype, source = fields[sep + 1], fields[sep + 2]
@@ -331,12 +323,11 @@ def _mounts(own: tuple[str, ...]) -> list[str]:
     return sorted(out)
 
 
-def host_fingerprint(own: tuple[str, ...] | None = None) -> dict[str, object]:
+def host_fingerprint() -> dict[str, object]:
     """What no test may change on the machine it runs on: the hostname and domain name (and a
     few namespaced sysctls), ``/`` and ``/tmp``'s modes and owners, the network links,
     ``/etc/hosts``, ``/etc/hostname``, ``/etc/resolv.conf``, and the mount table outside the
-    tests' own directories (``own``: path prefixes; default ``tests_own_dirs()``). Compare two
-    with ``fingerprint_changes``."""
+    tests' own directories. Compare two with ``fingerprint_changes``."""
     sysctls = {}
     for name in FINGERPRINT_SYSCTLS:
         try:
@@ -352,7 +343,7 @@ def host_fingerprint(own: tuple[str, ...] | None = None) -> dict[str, object]:
         "/etc/hosts": _file_state("/etc/hosts"),
         "/etc/hostname": _file_state("/etc/hostname"),
         "/etc/resolv.conf": _file_state("/etc/resolv.conf"),
-        "mounts": _mounts(tests_own_dirs() if own is None else own),
+        "mounts": _mounts(),
     }
 
 

@@ -28,7 +28,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -218,14 +217,9 @@ def cri_containerd(cri_workdir: Path, cri_images: CriImages) -> Iterator[harness
         pytest.fail("containerd teardown found leftovers:\n" + "\n".join(problems), pytrace=False)
 
 
-@pytest.fixture(scope="package")
-def node(cri_containerd: harness.Containerd, cri_workdir: Path) -> Iterator[kubelet.Node]:
-    n = kubelet.Node(
-        cri_containerd,
-        cri_workdir,
-        runtime_root=cri_workdir / "runtime-root",
-        cgroup_root=f"hostjob-cri-{uuid.uuid4().hex[:8]}",
-    )
+def _node_session(n: kubelet.Node) -> Iterator[kubelet.Node]:
+    """Start a node, hand it to the tests, stop it: what its shutdown finds left fails the
+    last test."""
     try:
         n.start()
     except AssertionError:
@@ -234,28 +228,35 @@ def node(cri_containerd: harness.Containerd, cri_workdir: Path) -> Iterator[kube
     yield n
     problems = n.stop()
     if problems:
-        pytest.fail("node shutdown found leftovers:\n" + "\n".join(problems), pytrace=False)
+        pytest.fail(
+            f"{n.handler} node shutdown found leftovers:\n" + "\n".join(problems), pytrace=False
+        )
+
+
+@pytest.fixture(scope="package")
+def node(cri_containerd: harness.Containerd, cri_workdir: Path) -> Iterator[kubelet.Node]:
+    yield from _node_session(
+        kubelet.Node(
+            cri_containerd,
+            cri_workdir,
+            runtime_root=cri_workdir / "runtime-root",
+            cgroup_root=f"hostjob-cri-{uuid.uuid4().hex[:8]}",
+        )
+    )
 
 
 @pytest.fixture(scope="package")
 def runc_node(cri_containerd: harness.Containerd, cri_workdir: Path) -> Iterator[kubelet.Node]:
     """The ``runc`` handler's node: the conformance suite's sanity handler."""
-    n = kubelet.Node(
-        cri_containerd,
-        cri_workdir / "runc-node",
-        runtime_root=cri_workdir / "runc-root",
-        cgroup_root=f"hostjob-cri-runc-{uuid.uuid4().hex[:8]}",
-        handler="runc",
+    yield from _node_session(
+        kubelet.Node(
+            cri_containerd,
+            cri_workdir / "runc-node",
+            runtime_root=cri_workdir / "runc-root",
+            cgroup_root=f"hostjob-cri-runc-{uuid.uuid4().hex[:8]}",
+            handler="runc",
+        )
     )
-    try:
-        n.start()
-    except AssertionError:
-        n.stop()
-        raise
-    yield n
-    problems = n.stop()
-    if problems:
-        pytest.fail("runc node shutdown found leftovers:\n" + "\n".join(problems), pytrace=False)
 
 
 @pytest.fixture
@@ -279,14 +280,11 @@ def ct(
     case made are deleted after it, and whatever they left, or any change to the host (its
     fingerprint before and after the case), fails it."""
     n = node if request.param == "hostjob" else runc_node
-    # (mounts under the temp dir are left to the session's check: other test runs on the
-    # machine come and go there while a case runs)
-    own = (tempfile.gettempdir() + "/",)
-    before = host_fingerprint(own)
+    before = host_fingerprint()
     client = critest.Critest(n, tmp_path)
     yield client
     problems = client.cleanup()
-    changes = fingerprint_changes(before, host_fingerprint(own))
+    changes = fingerprint_changes(before, host_fingerprint())
     problems += [f"the host changed: {c}" for c in changes]
     if problems:
         pytest.fail(f"after the case ({n.handler}):\n" + "\n".join(problems), pytrace=False)

@@ -20,6 +20,7 @@ import os
 import re
 import socket
 from pathlib import Path
+from typing import NamedTuple
 
 import grpc
 import pytest
@@ -33,18 +34,15 @@ HOST_NETWORK_ONLY = cri.NamespaceOption(network=cri.POD, pid=cri.NODE, ipc=cri.N
 POD_NAMESPACES = cri.NamespaceOption(network=cri.POD, pid=cri.POD, ipc=cri.POD)
 
 
-class ByDesign:
+class ByDesign(NamedTuple):
     """One critest case a job container cannot pass: the case (``critest``), why, and what
     the hostjob handler does instead (``instead``; ``refusal``: a fragment of its line)."""
 
-    __slots__ = ("critest", "instead", "name", "reason", "refusal")
-
-    def __init__(self, name: str, critest: str, reason: str, instead: str, refusal: str) -> None:
-        self.name = name
-        self.critest = critest
-        self.reason = reason
-        self.instead = instead
-        self.refusal = refusal
+    name: str
+    critest: str
+    reason: str
+    instead: str
+    refusal: str
 
 
 BY_DESIGN = [
