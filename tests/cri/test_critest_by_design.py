@@ -258,11 +258,24 @@ def test_masked_and_read_only_paths(ct: Critest, tmp_path: Path) -> None:
     seen = ct.exec_ok(cid, ["cat", str(tmp_path / "masked")])
     write = ct.exec_sync(cid, ["touch", f"{ro}/new"])
     if ct.handler == "hostjob":
-        # named in hostjob's log, not applied: the job's processes see the host's paths
+        # named in hostjob's log (the one the shim keeps in the bundle), not applied: the
+        # job's processes see the host's paths
         assert (seen, write.exit_code) == ("not masked\n", 0), (seen, write)
+        log = runtime_log(ct, cid)
+        for field in ("linux.maskedPaths", "linux.readonlyPaths"):
+            named = [line for line in log if f"{field} is ignored" in line]
+            assert len(named) == 1, (field, log)
         return
     assert seen == "", seen
     assert write.exit_code != 0 and b"Read-only file system" in write.stderr, write
+
+
+def runtime_log(ct: Critest, cid: str) -> list[str]:
+    """The lines the runtime wrote to the log the runc shim gives it (``--log`` in the
+    container's bundle)."""
+    ctd = ct.node.containerd
+    bundle = ctd.dir / "state" / "io.containerd.runtime.v2.task" / ctd.namespace / cid
+    return (bundle / "log.json").read_text().splitlines()
 
 
 def test_the_operators_guide_lists_them() -> None:
