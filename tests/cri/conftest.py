@@ -274,14 +274,14 @@ def kubelet_node(node: kubelet.Node) -> Iterator[kubelet.Node]:
 
 @pytest.fixture(params=critest.HANDLERS)
 def ct(
-    request: pytest.FixtureRequest, node: kubelet.Node, runc_node: kubelet.Node, tmp_path: Path
+    request: pytest.FixtureRequest, node: kubelet.Node, runc_node: kubelet.Node
 ) -> Iterator[critest.Critest]:
     """The conformance suite's client for one handler (each case runs for both): the pods the
     case made are deleted after it, and whatever they left, or any change to the host (its
     fingerprint before and after the case), fails it."""
     n = node if request.param == "hostjob" else runc_node
     before = host_fingerprint()
-    client = critest.Critest(n, tmp_path)
+    client = critest.Critest(n)
     yield client
     problems = client.cleanup()
     changes = fingerprint_changes(before, host_fingerprint())

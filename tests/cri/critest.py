@@ -21,6 +21,7 @@ and ``tests/conftest.py`` around the whole session.
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 from pathlib import Path
 
@@ -184,10 +185,7 @@ class Sandbox:
             step("RemovePodSandbox", rt.RemovePodSandbox,
                  cri.RemovePodSandboxRequest(pod_sandbox_id=self.sandbox_id))  # fmt: skip
         problems += remove_cgroup(self.cgroup_parent)
-        if self.log_dir.exists():
-            for f in sorted(self.log_dir.rglob("*"), reverse=True):
-                f.rmdir() if f.is_dir() else f.unlink()
-            self.log_dir.rmdir()
+        shutil.rmtree(self.log_dir, ignore_errors=True)
         return problems
 
 
@@ -195,11 +193,10 @@ class Critest:
     """One handler's CRI client for a case: makes pods (deleted after the case) and wraps the
     calls critest's helpers make."""
 
-    def __init__(self, node: Node, tmp: Path) -> None:
+    def __init__(self, node: Node) -> None:
         self.node = node
         self.rt = node.runtime
         self.handler = node.handler
-        self.tmp = tmp
         self.sandboxes: list[Sandbox] = []
 
     def __repr__(self) -> str:
