@@ -32,6 +32,9 @@ from .critest import HOST_POD, PAUSE, Critest, Sandbox, details
 
 HOST_NETWORK_ONLY = cri.NamespaceOption(network=cri.POD, pid=cri.NODE, ipc=cri.NODE)
 POD_NAMESPACES = cri.NamespaceOption(network=cri.POD, pid=cri.POD, ipc=cri.POD)
+JOIN = {"io.hostjob.pod-namespaces": "join"}
+"""The pod annotation with which a job container joins the pod's network, IPC and UTS
+namespaces (made by the real runtime's sandbox) instead of being refused."""
 
 
 class ByDesign(NamedTuple):
@@ -50,7 +53,8 @@ BY_DESIGN = [
         "own_network",
         'Security Context NamespaceOption: "HostNetwork is false"',
         "a job container's processes are on the host's network",
-        "RunPodSandbox is refused, naming hostNetwork: true",
+        "RunPodSandbox is refused, naming hostNetwork: true; with the pod annotation "
+        "io.hostjob.pod-namespaces: join the pod's network is joined instead",
         "set hostNetwork: true in the pod spec",
     ),
     ByDesign(
@@ -79,7 +83,8 @@ BY_DESIGN = [
         "private_ipc",
         'Security Context NamespaceOption: "HostIpc is false"',
         "a job container's processes are in the host's IPC namespace",
-        "RunPodSandbox is refused, naming hostIPC: true",
+        "RunPodSandbox is refused, naming hostIPC: true; with the pod annotation "
+        "io.hostjob.pod-namespaces: join the pod's IPC namespace is joined instead",
         "set hostIPC: true in the pod spec",
     ),
     ByDesign(
@@ -130,14 +135,19 @@ def netstat(ct: Critest, sb: Sandbox, name: str) -> tuple[str, str]:
 
 
 def test_own_network(ct: Critest) -> None:
-    if ct.handler == "hostjob":
-        refused(ct, "own_network", namespaces=HOST_NETWORK_ONLY)
-        return
+    """runc: the pod's own network namespace, where a port the host listens on is not seen.
+    hostjob: refused -- and with ``io.hostjob.pod-namespaces: join`` the job container joins
+    the pod's network instead (runc's sandbox holds it), where the host's port is not seen."""
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
         port = server.getsockname()[1]
-        listed, ns = netstat(ct, ct.run_pod(namespaces=HOST_NETWORK_ONLY), "own-net")
+        if ct.handler == "hostjob":
+            refused(ct, "own_network", namespaces=HOST_NETWORK_ONLY)
+            sb = ct.run_pod(namespaces=HOST_NETWORK_ONLY, annotations=JOIN)
+        else:
+            sb = ct.run_pod(namespaces=HOST_NETWORK_ONLY)
+        listed, ns = netstat(ct, sb, "own-net")
         assert f":{port} " not in listed, listed
         assert ns.strip() != os.readlink("/proc/self/ns/net")
 
@@ -204,11 +214,14 @@ def test_sysctls(ct: Critest) -> None:
 
 
 def test_private_ipc(ct: Critest) -> None:
+    """runc: the pod's own IPC namespace. hostjob: refused -- or, with
+    ``io.hostjob.pod-namespaces: join``, the pod's joined."""
     ns = cri.NamespaceOption(network=cri.NODE, pid=cri.NODE, ipc=cri.POD)
     if ct.handler == "hostjob":
         refused(ct, "private_ipc", namespaces=ns)
-        return
-    sb = ct.run_pod(namespaces=ns)
+        sb = ct.run_pod(namespaces=ns, annotations=JOIN)
+    else:
+        sb = ct.run_pod(namespaces=ns)
     cid = sb.run("own-ipc", PAUSE)
     assert ct.exec_ok(cid, ["readlink", "/proc/self/ns/ipc"]).strip() != os.readlink(
         "/proc/self/ns/ipc"
