@@ -276,7 +276,7 @@ def test_masked_and_read_only_paths(ct: Critest, tmp_path: Path) -> None:
         assert (seen, write.exit_code) == ("not masked\n", 0), (seen, write)
         log = runtime_log(ct, cid)
         for field in ("linux.maskedPaths", "linux.readonlyPaths"):
-            named = [line for line in log if f"{field} is ignored" in line]
+            named = [line for line in log if field in line and "ignored" in line]
             assert len(named) == 1, (field, log)
         return
     assert seen == "", seen
