@@ -12,7 +12,14 @@ from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `tests.helpers`
 
-from tests.helpers import Hostjob, cgroup_dirs, make_bundle, mounts_under
+from tests.helpers import (
+    Hostjob,
+    cgroup_dirs,
+    fingerprint_changes,
+    host_fingerprint,
+    make_bundle,
+    mounts_under,
+)
 
 # A loaded 2-core CI machine must not turn slow input generation into failures.
 settings.register_profile("hostjob", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -36,12 +43,40 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "root: needs root and the real kernel")
 
 
+KERNEL_DIRS = ("integration", "compat", "security", "cri")
+"""The test directories that run as root against the real kernel (and so could change the
+machine they run on)."""
+
+
+def _on_the_kernel(item: pytest.Item) -> bool:
+    return any(part in item.path.parts for part in KERNEL_DIRS)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    kernel = ("integration", "compat", "security", "cri")
-    needs_root = [i for i in items if any(part in i.path.parts for part in kernel)]
+    needs_root = [i for i in items if _on_the_kernel(i)]
     if needs_root and os.geteuid() != 0:
         raise pytest.UsageError(
             "integration, compat, security and cri tests run as root (they use the kernel)"
+        )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _host_unchanged(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The machine the suite runs on is the same afterwards: hostname, ``/`` and ``/tmp``,
+    links, ``/etc/hosts``, ``/etc/resolv.conf``, the mount table outside the tests' own
+    directories (``helpers.host_fingerprint``). Compared once the session's tests are done, so
+    that what a running test legitimately has mounted is no change; a difference fails the
+    run (an error at the teardown of its last test)."""
+    if not any(_on_the_kernel(i) for i in request.session.items):
+        yield
+        return
+    before = host_fingerprint()
+    yield
+    changes = fingerprint_changes(before, host_fingerprint())
+    if changes:
+        pytest.fail(
+            "the test session changed the machine it ran on:\n  " + "\n  ".join(changes),
+            pytrace=False,
         )
 
 

@@ -251,3 +251,117 @@ def alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return False
     return state not in ("Z", "X")
+
+
+# ---- the host's fingerprint: what no test may change -----------------------------------------
+
+FINGERPRINT_SYSCTLS = (
+    "kernel/hostname",
+    "kernel/domainname",
+    "kernel/shm_rmid_forced",
+    "net/ipv4/ip_forward",
+    "net/ipv4/ip_unprivileged_port_start",
+)
+"""The sysctls the suite's containers are closest to (a job container shares the host's
+namespaces, so one written there would be the host's)."""
+
+
+def _owner_and_mode(path: str) -> tuple[int, int, str]:
+    st = os.lstat(path)
+    return st.st_uid, st.st_gid, oct(st.st_mode)
+
+
+def _file_state(path: str) -> str:
+    """A file's content, or where it points when it is a symlink (resolv.conf often is)."""
+    try:
+        if os.path.islink(path):
+            return f"symlink to {os.readlink(path)}"
+        with open(path, "rb") as f:
+            return f.read(1 << 20).decode(errors="replace")
+    except FileNotFoundError:
+        return "(missing)"
+
+
+def _links() -> list[tuple[str, str]]:
+    """The network links of this network namespace: (name, kind), as ``ip -o link`` lists
+    them, read from sysfs so that no tool is needed (bridges and veths named as such)."""
+    out = []
+    for name in sorted(os.listdir("/sys/class/net")):
+        base = f"/sys/class/net/{name}"
+        kind = "bridge" if os.path.isdir(f"{base}/bridge") else ""
+        try:
+            with open(f"{base}/type") as f:
+                kind = kind or f"type {f.read().strip()}"
+        except OSError:
+            kind = kind or "?"
+        out.append((name, kind))
+    return out
+
+
+def _tests_own(point: str) -> bool:
+    """Whether a mount point is a test run's: anything inside a directory of the temp dir
+    (pytest's roots, the project's ``hostjob-*`` and ``hj-*`` dirs, another test run's on
+    the machine). The temp dir itself and its direct entries are the host's."""
+    tmp = tempfile.gettempdir().rstrip("/") + "/"
+    return point.startswith(tmp) and "/" in point[len(tmp) :].strip("/")
+
+
+def _mounts() -> list[str]:
+    """The mount table less the tests' own: mount point, fstype, source and propagation (peer
+    group numbers left out: they say nothing about the host's state)."""
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            sep = fields.index("-")
+            point = fields[4]
+            if _tests_own(point):
+                continue
+            propagation = ",".join(sorted(o.split(":")[0] for o in fields[6:sep])) or "private"
+            fstype, source = fields[sep + 1], fields[sep + 2]
+            out.append(f"{point} {fstype} {source} {propagation}")
+    return sorted(out)
+
+
+def host_fingerprint() -> dict[str, object]:
+    """What no test may change on the machine it runs on: the hostname and domain name (and a
+    few namespaced sysctls), ``/`` and ``/tmp``'s modes and owners, the network links,
+    ``/etc/hosts``, ``/etc/hostname``, ``/etc/resolv.conf``, and the mount table outside the
+    tests' own directories. Compare two with ``fingerprint_changes``."""
+    sysctls = {}
+    for name in FINGERPRINT_SYSCTLS:
+        try:
+            with open(f"/proc/sys/{name}") as f:
+                sysctls[name] = f.read().strip()
+        except OSError as e:
+            sysctls[name] = f"({e.strerror})"
+    return {
+        "sysctls": sysctls,
+        "/": _owner_and_mode("/"),
+        "/tmp": _owner_and_mode("/tmp"),
+        "links": _links(),
+        "/etc/hosts": _file_state("/etc/hosts"),
+        "/etc/hostname": _file_state("/etc/hostname"),
+        "/etc/resolv.conf": _file_state("/etc/resolv.conf"),
+        "mounts": _mounts(),
+    }
+
+
+def fingerprint_changes(before: dict[str, object], after: dict[str, object]) -> list[str]:
+    """One line per difference between two ``host_fingerprint`` results."""
+    problems = []
+    for key, old in before.items():
+        new = after.get(key)
+        if old == new:
+            continue
+        if isinstance(old, list) and isinstance(new, list):
+            gone = [x for x in old if x not in new]
+            added = [x for x in new if x not in old]
+            problems.append(f"{key}: gone {gone}, added {added}")
+        elif isinstance(old, dict) and isinstance(new, dict):
+            for k in old:
+                if old[k] != new.get(k):
+                    problems.append(f"{key} {k}: {old[k]!r} -> {new.get(k)!r}")
+        else:
+            problems.append(f"{key}: {str(old)[:200]!r} -> {str(new)[:200]!r}")
+    return problems

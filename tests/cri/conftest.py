@@ -12,15 +12,22 @@
   left (tasks, mounts, shims, cgroups) fails the last test. Package scope: containerd and the
   gRPC channel end with this directory's tests, not with the whole session.
 * ``node`` (package) — a ``kubelet.Node`` on that containerd, with a private cgroup root.
+* ``runc_node`` (package) — the same for the ``runc`` handler (runc itself, its state root in
+  the temp dir): the conformance suite's sanity handler.
+* the pod network: ``cni_plugin.py`` as containerd's ``loopback`` and ``hostjob-test-net``
+  plugins (a namespace of the pod's own with a veth pair inside it; nothing on the host), so
+  that runc can run the pods with namespaces of their own that a job container refuses.
 * ``kubelet_node`` (per test) — the node; pods a test made and did not delete are deleted after it
   (kubelet's order) and whatever they left fails the test.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -29,9 +36,16 @@ import pytest
 from tests.compat import harness
 from tests.compat.image import build_rootfs
 from tests.compat.test_operator_docs import DOC_BINARY, snippet
-from tests.helpers import INSTALL, hostjob_cmd, hostjob_env, require_peer
+from tests.helpers import (
+    INSTALL,
+    fingerprint_changes,
+    host_fingerprint,
+    hostjob_cmd,
+    hostjob_env,
+    require_peer,
+)
 
-from . import kubelet
+from . import critest, kubelet
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,13 +53,33 @@ if TYPE_CHECKING:
 
 HERE = Path(__file__).resolve().parent
 HANDLER_OPTIONS = '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.hostjob.options]\n'
+RUNC_OPTIONS = '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]\n'
+TEST_NETWORK = "hostjob-test-net"
 
 
 def _fail(e: Exception) -> None:
     pytest.fail(f"{type(e).__name__}: {e}", pytrace=False)
 
 
-def cri_config(workdir: Path, hostjob: Path, runtime_root: Path) -> str:
+def install_test_network(workdir: Path) -> None:
+    """``cni_plugin.py`` as the plugins ``loopback`` and ``hostjob-test-net`` in
+    ``<workdir>/cni/bin``, and a network configuration naming it in ``<workdir>/cni/net.d``."""
+    for sub in ("cni/bin", "cni/net.d"):
+        (workdir / sub).mkdir(parents=True, exist_ok=True)
+    for name in ("loopback", TEST_NETWORK):
+        plugin = workdir / "cni" / "bin" / name
+        plugin.write_text(
+            f'#!/bin/sh\nexec "{sys.executable}" "{HERE / "cni_plugin.py"}" "$0" "$@"\n'
+        )
+        plugin.chmod(0o755)
+    (workdir / "cni" / "net.d" / f"10-{TEST_NETWORK}.conflist").write_text(
+        json.dumps(
+            {"cniVersion": "0.4.0", "name": TEST_NETWORK, "plugins": [{"type": TEST_NETWORK}]}
+        )
+    )
+
+
+def cri_config(workdir: Path, hostjob: Path, runtime_root: Path, runc_root: Path) -> str:
     """The CRI plugin's tables for ``harness.Containerd(cri=...)``."""
     # The hostjob handler exactly as the operators' guide documents it, plus the shim's runtime
     # root (default /run/containerd/runc, shared with every other containerd on the machine).
@@ -53,8 +87,8 @@ def cri_config(workdir: Path, hostjob: Path, runtime_root: Path) -> str:
     entry = re.sub(r"^version = \d+\n", "", entry, flags=re.M)
     assert HANDLER_OPTIONS in entry, "the guide's containerd entry has no options table"
     entry = entry.replace(HANDLER_OPTIONS, f'{HANDLER_OPTIONS}  Root = "{runtime_root}"\n')
-    for sub in ("cni/bin", "cni/net.d", "certs.d"):
-        (workdir / sub).mkdir(parents=True, exist_ok=True)
+    (workdir / "certs.d").mkdir(parents=True, exist_ok=True)
+    install_test_network(workdir)
     return f"""
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{kubelet.PAUSE_IMAGE}"
@@ -67,14 +101,18 @@ def cri_config(workdir: Path, hostjob: Path, runtime_root: Path) -> str:
   restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
-  # no network configuration: host-network pods only (CNI is never called for them)
+  # the test network (cni_plugin.py): pods with a network namespace of their own get one
+  # with nothing outside it (CNI is never called for host-network pods)
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{workdir}/cni/bin"
     conf_dir = "{workdir}/cni/net.d"
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = "{workdir}/certs.d"
 
-{entry}"""
+{entry}
+# runc's state in the temp dir too (the conformance suite's sanity handler)
+{RUNC_OPTIONS}  Root = "{runc_root}"
+"""
 
 
 # ---- images ---------------------------------------------------------------------------------
@@ -133,8 +171,16 @@ def cri_images(tmp_path_factory: pytest.TempPathFactory) -> CriImages:
 def _host_traces() -> Iterator[None]:
     """Remove the host dirs containerd creates outside the temp dirs (when they were absent)."""
     traces = harness.HostTraces()
+    # containerd keeps the network namespaces of pods that are not on the host's network here
+    netns_dir = "/run/netns"
+    had_netns_dir = os.path.lexists(netns_dir)
     yield
     traces.cleanup()
+    if not had_netns_dir:
+        try:
+            os.rmdir(netns_dir)
+        except OSError:
+            pass
 
 
 @pytest.fixture(scope="package")
@@ -147,12 +193,16 @@ def cri_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="package")
 def cri_containerd(cri_workdir: Path, cri_images: CriImages) -> Iterator[harness.Containerd]:
     require_peer("containerd", "containerd", "ctr", "containerd-shim-runc-v2")
+    # what a node has: procps' top (not busybox's), ip and nsenter (the test network plugin)
+    require_peer("node", "top", "ip", "nsenter")
     try:
         hostjob = harness.find_hostjob(workdir=cri_workdir)
     except harness.HarnessError as e:
         _fail(e)
         raise
-    config = cri_config(cri_workdir, hostjob, cri_workdir / "runtime-root")
+    config = cri_config(
+        cri_workdir, hostjob, cri_workdir / "runtime-root", cri_workdir / "runc-root"
+    )
     ctd = harness.Containerd(cri_workdir / "containerd", namespace="k8s.io", cri=config)
     try:
         ctd.start()
@@ -167,14 +217,9 @@ def cri_containerd(cri_workdir: Path, cri_images: CriImages) -> Iterator[harness
         pytest.fail("containerd teardown found leftovers:\n" + "\n".join(problems), pytrace=False)
 
 
-@pytest.fixture(scope="package")
-def node(cri_containerd: harness.Containerd, cri_workdir: Path) -> Iterator[kubelet.Node]:
-    n = kubelet.Node(
-        cri_containerd,
-        cri_workdir,
-        runtime_root=cri_workdir / "runtime-root",
-        cgroup_root=f"hostjob-cri-{uuid.uuid4().hex[:8]}",
-    )
+def _node_session(n: kubelet.Node) -> Iterator[kubelet.Node]:
+    """Start a node, hand it to the tests, stop it: what its shutdown finds left fails the
+    last test."""
     try:
         n.start()
     except AssertionError:
@@ -183,7 +228,35 @@ def node(cri_containerd: harness.Containerd, cri_workdir: Path) -> Iterator[kube
     yield n
     problems = n.stop()
     if problems:
-        pytest.fail("node shutdown found leftovers:\n" + "\n".join(problems), pytrace=False)
+        pytest.fail(
+            f"{n.handler} node shutdown found leftovers:\n" + "\n".join(problems), pytrace=False
+        )
+
+
+@pytest.fixture(scope="package")
+def node(cri_containerd: harness.Containerd, cri_workdir: Path) -> Iterator[kubelet.Node]:
+    yield from _node_session(
+        kubelet.Node(
+            cri_containerd,
+            cri_workdir,
+            runtime_root=cri_workdir / "runtime-root",
+            cgroup_root=f"hostjob-cri-{uuid.uuid4().hex[:8]}",
+        )
+    )
+
+
+@pytest.fixture(scope="package")
+def runc_node(cri_containerd: harness.Containerd, cri_workdir: Path) -> Iterator[kubelet.Node]:
+    """The ``runc`` handler's node: the conformance suite's sanity handler."""
+    yield from _node_session(
+        kubelet.Node(
+            cri_containerd,
+            cri_workdir / "runc-node",
+            runtime_root=cri_workdir / "runc-root",
+            cgroup_root=f"hostjob-cri-runc-{uuid.uuid4().hex[:8]}",
+            handler="runc",
+        )
+    )
 
 
 @pytest.fixture
@@ -197,3 +270,21 @@ def kubelet_node(node: kubelet.Node) -> Iterator[kubelet.Node]:
         problems += node.leftovers(pod, [i for i in ids if i])
     if problems:
         pytest.fail("pods left behind by the test:\n" + "\n".join(problems), pytrace=False)
+
+
+@pytest.fixture(params=critest.HANDLERS)
+def ct(
+    request: pytest.FixtureRequest, node: kubelet.Node, runc_node: kubelet.Node
+) -> Iterator[critest.Critest]:
+    """The conformance suite's client for one handler (each case runs for both): the pods the
+    case made are deleted after it, and whatever they left, or any change to the host (its
+    fingerprint before and after the case), fails it."""
+    n = node if request.param == "hostjob" else runc_node
+    before = host_fingerprint()
+    client = critest.Critest(n)
+    yield client
+    problems = client.cleanup()
+    changes = fingerprint_changes(before, host_fingerprint())
+    problems += [f"the host changed: {c}" for c in changes]
+    if problems:
+        pytest.fail(f"after the case ({n.handler}):\n" + "\n".join(problems), pytrace=False)
