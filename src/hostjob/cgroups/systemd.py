@@ -318,6 +318,26 @@ def _unit_delegates(unit: str) -> bool:
     return value is True
 
 
+def writes_to_journal(fds: tuple[int, ...] = (1, 2)) -> bool:
+    """Whether this process's stdout or stderr is the journal stream systemd gave its
+    unit (``$JOURNAL_STREAM`` names that stream as ``device:inode``): only then does
+    where the job's cgroup lies decide whose output journald files the lines under. A
+    unit whose output goes elsewhere (cron's pipe, a file) has nothing to lose."""
+    from hostjob.env import getenv
+
+    device, _, inode = (getenv("JOURNAL_STREAM") or "").partition(":")
+    if not device.isdigit() or not inode.isdigit():
+        return False
+    for fd in fds:
+        try:
+            st = posix.fstat(fd)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (int(device), int(inode)):
+            return True
+    return False
+
+
 def leave_unit_root(unit_cgroup: str) -> bool:
     """Move this process out of its unit's own cgroup into ``<unit>/supervisor``, so that
     the unit's cgroup may hand controllers down to the job's (cgroup v2 allows that only

@@ -5,6 +5,9 @@ be used. The driver itself runs against a real systemd in the VM lane
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from hostjob.cgroups import resolve_path, systemd
@@ -101,3 +104,26 @@ def test_unavailable_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(systemd, "booted", lambda: True)
     assert "unified cgroup hierarchy" in (systemd.unavailable(1) or "")
     assert systemd.unavailable(2) is None
+
+
+def test_the_journal_is_the_stream_journal_stream_names(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A service's warning about its journal is due only where its output is the journal:
+    systemd names that stream in $JOURNAL_STREAM as device:inode."""
+    read_end, write_end = os.pipe()
+    other = os.open(tmp_path / "file", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        st = os.fstat(write_end)
+        monkeypatch.setenv("JOURNAL_STREAM", f"{st.st_dev}:{st.st_ino}")
+        assert systemd.writes_to_journal((other, write_end))
+        assert not systemd.writes_to_journal((other,))
+        assert not systemd.writes_to_journal((999,))  # a closed fd is no stream
+        for broken in ("", "12", "a:b", f"{st.st_dev}:"):
+            monkeypatch.setenv("JOURNAL_STREAM", broken)
+            assert not systemd.writes_to_journal((write_end,))
+        monkeypatch.delenv("JOURNAL_STREAM")
+        assert not systemd.writes_to_journal((write_end,))
+    finally:
+        for fd in (read_end, write_end, other):
+            os.close(fd)

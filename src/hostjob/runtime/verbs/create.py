@@ -373,7 +373,9 @@ def _under_the_unit(container_id: str) -> str | None:
     if unit is None:
         return None
     if not systemd.delegates(unit):
-        if unit.endswith(".service"):  # a session's scope is no service's output
+        # A session's scope is no service's output; a service whose output is not the
+        # journal (cron's pipe, a file) loses nothing either.
+        if unit.endswith(".service") and systemd.writes_to_journal():
             log.warning(
                 f"the systemd unit of {unit} does not delegate its cgroup (Delegate=yes):"
                 " the job's cgroup is made outside it, and journalctl -u will not show"
