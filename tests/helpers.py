@@ -365,3 +365,10 @@ def fingerprint_changes(before: dict[str, object], after: dict[str, object]) -> 
         else:
             problems.append(f"{key}: {str(old)[:200]!r} -> {str(new)[:200]!r}")
     return problems
+
+
+def kernel_version() -> tuple[int, int]:
+    """The running kernel's (major, minor): for a test whose expectation differs by kernel
+    (the VM lane runs Debian 12's 6.1, this machine a newer one)."""
+    major, minor = os.uname().release.split(".")[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)

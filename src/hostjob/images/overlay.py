@@ -135,6 +135,14 @@ def _mount_fsconfig(lowers: list[str], upper: str, work: str, target: str, volat
         try:
             for lower in lowers[1:]:
                 linux.fsconfig(fs, linux.FSCONFIG_SET_STRING, "lowerdir+", lower)
+        except OSError as err:
+            if err.errno == errno.EINVAL:
+                # Before 6.5 each option is only appended to one page of text, parsed
+                # at FSCONFIG_CMD_CREATE: many layers overflow it here ("Cumulative
+                # options too large"); mount(2) and its short names take them.
+                raise _Unsupported from err
+            raise _Failed(_context_error(fs, "lowerdir+", err), err.errno or 0) from err
+        try:
             linux.fsconfig(fs, linux.FSCONFIG_SET_STRING, "upperdir", upper)
             linux.fsconfig(fs, linux.FSCONFIG_SET_STRING, "workdir", work)
             if volatile:

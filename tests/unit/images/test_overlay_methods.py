@@ -7,7 +7,9 @@ refusal point shows where ``mount_overlay`` falls back.
   first ``fsconfig`` of it (EINVAL);
 * before 6.5 (6.1, Debian 12; 5.15; 5.14): the legacy parser takes any key and the
   option string is refused only at ``FSCONFIG_CMD_CREATE`` (EINVAL) -- where nothing
-  fell back, so every image container failed on these kernels;
+  fell back, so every image container failed on these kernels -- or, with many
+  layers, at the ``lowerdir+`` that overflows its one page of text (EINVAL,
+  "Cumulative options too large");
 * no new mount API at all (ENOSYS at ``fsopen``)."""
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class FakeKernel:
     """The new mount API and mount(2), as a kernel with ``refuse`` answers them."""
 
     def __init__(self, refuse: str | None, mount_errno: int = 0) -> None:
-        self.refuse = refuse  # "fsopen", "lowerdir+", "create", or None
+        self.refuse = refuse  # "fsopen", "lowerdir+", "second lowerdir+", "create", or None
         self.mount_errno = mount_errno
         self.calls: list[str] = []
         self.mounted: list[str] = []
@@ -45,6 +47,8 @@ class FakeKernel:
             return
         self.calls.append(f"fsconfig {key}")
         if key == "lowerdir+" and self.refuse == "lowerdir+":
+            raise OSError(errno.EINVAL, "Invalid argument")
+        if self.refuse == "second lowerdir+" and self.calls.count("fsconfig lowerdir+") == 2:
             raise OSError(errno.EINVAL, "Invalid argument")
 
     def fsmount(self, fd: int, flags: int = 0, attr_flags: int = 0) -> int:
@@ -90,7 +94,12 @@ def test_a_kernel_with_lowerdir_plus_uses_the_new_mount_api(dirs, monkeypatch) -
 
 @pytest.mark.parametrize(
     ("refuse", "kernel_is"),
-    [("fsopen", "without the new mount API"), ("lowerdir+", "6.5-6.7"), ("create", "before 6.5")],
+    [
+        ("fsopen", "without the new mount API"),
+        ("lowerdir+", "6.5-6.7"),
+        ("create", "before 6.5"),
+        ("second lowerdir+", "before 6.5, a page of layers"),
+    ],
 )
 def test_each_refusal_point_falls_back_to_mount(
     dirs, monkeypatch, refuse: str, kernel_is: str
