@@ -200,30 +200,26 @@ def _private_dev() -> None:
     try:
         for point in tops:
             clones.append((point, _clone_tree(point, what)))
+        # The host's /dev, held before anything covers it: the overlay's lower layer.
+        host_dev = posix.open("/dev", posix.O_PATH | posix.O_DIRECTORY | posix.O_CLOEXEC)
         try:
-            context = linux.fsopen("tmpfs")
-        except OSError as err:
-            raise MountError(f"{what} (fsopen tmpfs): {err.strerror}") from err
-        try:
-            for key, value in _DEV_UPPER_OPTIONS:
-                linux.fsconfig(context, linux.FSCONFIG_SET_STRING, key, value)
-            linux.fsconfig(context, linux.FSCONFIG_CMD_CREATE)
-            upper = linux.fsmount(context)
-        except OSError as err:
-            raise MountError(f"{what} (tmpfs): {err.strerror}") from err
-        finally:
-            posix.close(context)
-        try:
-            posix.mkdir("upper", 0o755, dir_fd=upper)
-            posix.mkdir("work", 0o755, dir_fd=upper)
             flags = kept_flags(posix.statvfs("/dev").f_flag)
-            layers = f"lowerdir=/dev,upperdir=/proc/self/fd/{upper}/upper"
-            layers += f",workdir=/proc/self/fd/{upper}/work"
-            linux.mount("overlay", "/dev", "overlay", flags, layers)
-        except OSError as err:
-            raise MountError(f"{what} (overlay): {err.strerror}") from err
+            upper = _dev_upper(what)
+            try:
+                # Attached at /dev first, beneath the overlay: older kernels' overlayfs
+                # (Debian 12's 6.1) refuses an upper layer on a mount attached nowhere
+                # (EINVAL). It stays there, covered, and goes with the namespace; / is
+                # rslave by now, so the host never sees it.
+                linux.move_mount(upper, "", linux.AT_FDCWD, "/dev", linux.MOVE_MOUNT_F_EMPTY_PATH)
+                layers = f"lowerdir=/proc/self/fd/{host_dev},upperdir=/proc/self/fd/{upper}/upper"
+                layers += f",workdir=/proc/self/fd/{upper}/work"
+                linux.mount("overlay", "/dev", "overlay", flags, layers)
+            except OSError as err:
+                raise MountError(f"{what} (overlay): {err.strerror}") from err
+            finally:
+                posix.close(upper)  # the overlay keeps its own reference to the layer
         finally:
-            posix.close(upper)  # the overlay keeps its own reference to the layer
+            posix.close(host_dev)
         for point, clone in clones:
             fd = open_target(point, point, point)
             try:
@@ -236,6 +232,33 @@ def _private_dev() -> None:
     finally:
         for _point, clone in clones:
             posix.close(clone)
+
+
+def _dev_upper(what: str) -> int:
+    """A new tmpfs, attached nowhere yet, holding the overlay's ``upper`` and ``work``
+    directories; its mount fd."""
+    from hostjob import linux
+
+    try:
+        context = linux.fsopen("tmpfs")
+    except OSError as err:
+        raise MountError(f"{what} (fsopen tmpfs): {err.strerror}") from err
+    try:
+        for key, value in _DEV_UPPER_OPTIONS:
+            linux.fsconfig(context, linux.FSCONFIG_SET_STRING, key, value)
+        linux.fsconfig(context, linux.FSCONFIG_CMD_CREATE)
+        upper = linux.fsmount(context)
+    except OSError as err:
+        raise MountError(f"{what} (tmpfs): {err.strerror}") from err
+    finally:
+        posix.close(context)
+    try:
+        posix.mkdir("upper", 0o755, dir_fd=upper)
+        posix.mkdir("work", 0o755, dir_fd=upper)
+    except OSError as err:
+        posix.close(upper)
+        raise MountError(f"{what} (tmpfs): {err.strerror}") from err
+    return upper
 
 
 def _make_dev_target(t: _Target) -> int:
