@@ -149,11 +149,16 @@ def test_stdout_and_stderr_go_to_the_cri_log(daemons: Daemons) -> None:
     daemons.delete(cid)
 
 
-def test_logs_flags(daemons: Daemons) -> None:
+def test_logs_flags(daemons: Daemons, tmp_path: Path) -> None:
+    # Line 21 comes once the watcher has stamped line 20 (a line's time is when the
+    # watcher reads it: on a slow host a fixed pause is no guarantee of two stamps).
+    go = tmp_path / "go"
     cid = daemons.run(
-        "for i in $(seq 1 20); do echo line $i; done; sleep 0.5; echo line 21; sleep 0.5;"
-        " echo oops >&2; sleep 300"
+        f"for i in $(seq 1 20); do echo line $i; done; while [ ! -e {go} ]; do sleep 0.1; done;"
+        " sleep 0.1; echo line 21; sleep 0.1; echo oops >&2; sleep 300"
     )
+    assert wait_for(lambda: "line 20" in daemons.logs(cid).stdout)
+    go.touch()
     assert wait_for(lambda: "oops" in daemons.logs(cid).stderr)
     assert daemons.logs(cid, "--tail", "3").stdout == "line 20\nline 21\n"
     assert daemons.logs(cid, "--tail", "3").stderr == "oops\n"  # lines of both streams count

@@ -144,6 +144,7 @@ class Watcher:
             delay = restart.next_delay(delay, time.monotonic() - started)
             self._pause(delay)
             started = time.monotonic()
+            oom_base = self.container.oom_kills()  # before the new process can use any
             try:
                 child = self.container.restart(self.fifos)
             except InvalidState:  # stop came first (the exit is recorded)
@@ -157,15 +158,20 @@ class Watcher:
                 child.wait_exec()
             except HostjobError as err:  # it exits: the next round records that
                 log.warning(f"watcher of {self.container.id}: restart failed: {err}")
-            ended = self._watch_process()
+            ended = self._watch_process(oom_base)
 
     def _finish(self) -> None:
         record = self.container.record
         if record is not None and record.daemon is not None and record.daemon.remove:
             Container.delete_by_id(self.container.id, root=self.container.store.root, force=True)
 
-    def _watch_process(self) -> ExitStatus | None:
-        """Copy output until the init exits, end the job, record how it ended."""
+    def _watch_process(self, oom_base: int | None = None) -> ExitStatus | None:
+        """Copy output until the init exits, end the job, record how it ended.
+
+        ``oom_base``: the job's OOM kills before this process started; a kill beyond
+        them ended it. For the first process it is 0, the job's cgroup being as new as
+        the process (read when the watcher started, it already held the kill of a
+        program that ran out of memory before a slow host had the watcher going)."""
         self.container.reload()
         record = self.container.record
         if record is None:
@@ -173,7 +179,10 @@ class Watcher:
         pid, started = record.pid, record.start_time
         child = pid > 0 and _is_child(pid)
         pidfd = pidfd_of(pid) if child else proc.open_pidfd(pid, started)
-        oom_base = self.container.oom_kills()
+        if oom_base is None:
+            # A watcher that logs started later, after restarts: what came before them
+            # is not this process's.
+            oom_base = 0 if not record.restarts else self.container.oom_kills()
         wait_status = None
         if pidfd is not None:
             try:
