@@ -58,7 +58,8 @@ def run_image(
 
     container_id = validate_id(name) if name else os.urandom(6).hex()
     flags.check()
-    spec = build_spec(image.config.config, flags)
+    defaults = image.config.container()
+    spec = build_spec(defaults, flags)
     bundle = StateStore(root).dir(container_id)
     job = config.to_job_config(wire.Spec.decode(spec), bundle, container_id)
     job.image = image.name
@@ -69,7 +70,7 @@ def run_image(
         daemon.log_dir = os.path.join(store.root, "logs", container_id)
         daemon.remove = remove
         if daemon.stop_signal is None:
-            daemon.stop_signal = stop_signal(image.config.config.stop_signal)
+            daemon.stop_signal = stop_signal(defaults.stop_signal)
         options.daemon = daemon
     if detach and daemon is not None:
         from hostjob.daemon.launch import launch
@@ -98,14 +99,14 @@ def run_image(
 
 def stop_signal(image_signal: str | None) -> int:
     """The image's ``StopSignal`` (``SIGQUIT``, ``QUIT``, ``3``) as a number; SIGTERM
-    when it names none or no valid signal (a warning in the log)."""
-    from hostjob import log, signals
+    when it names none. One that is no signal is refused, as docker refuses it, rather
+    than swapped for another the program never asked for: ``--stop-signal`` chooses."""
+    from hostjob import signals
     from hostjob.errors import InvalidArgument
 
     if not image_signal:
         return int(signals.SIGTERM)
     try:
         return signals.parse_signal(image_signal)
-    except InvalidArgument:
-        log.warning(f"the image's StopSignal {image_signal!r} is not a signal: SIGTERM instead")
-        return int(signals.SIGTERM)
+    except InvalidArgument as err:
+        raise InvalidArgument(f"the image's StopSignal: {err} (--stop-signal chooses one)") from err
