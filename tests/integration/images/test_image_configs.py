@@ -40,7 +40,7 @@ from tests.fixtures import image_configs as shapes
 from tests.fixtures.images import digest_of, write_config_layout
 from tests.fixtures.registry import DockerRegistry
 from tests.fixtures.tars import entry, gz, make_tar
-from tests.helpers import BUSYBOX, Hostjob, alive, cgroup_dirs, mounts_under, new_id, wait_for
+from tests.helpers import BUSYBOX, Hostjob, image_leftovers, new_id, wait_for
 
 NO_AUTHFILES = {"DOCKER_CONFIG": "/nonexistent", "REGISTRY_AUTH_FILE": "", "XDG_RUNTIME_DIR": ""}
 LAYER_TAR = make_tar(
@@ -116,24 +116,13 @@ class World:
         return self.hj(*args, timeout=timeout, env=NO_AUTHFILES)
 
     def leftovers(self, cid: str, watcher: int | None = None) -> list[str]:
-        found = []
-        if (self.hj.root / cid).exists():
-            found.append("state")
-        found += cgroup_dirs(f"/hostjob/{cid}")
-        found += mounts_under(str(self.hj.root / cid))
-        for sub in ("rw", "containers", "logs"):
-            directory = self.store / sub
-            if directory.exists():
-                found += [f"{sub}/{name}" for name in os.listdir(directory) if cid in name]
-        if watcher is not None and alive(watcher):
-            found.append(f"watcher {watcher}")
-        return found
+        return image_leftovers(self.hj.root, self.store, cid, watcher)
 
     def drive(self, raw: bytes, wrong_path: str | None = None, registry: bool = True) -> None:
         self.count += 1
         tag = f"s{self.count}"
         name = f"localhost/shape:{tag}"
-        write_config_layout(str(self.layout), LAYER, raw, tag)
+        write_config_layout(str(self.layout), [(LAYER, "gzip")], raw, tag)
         s = ("--store", str(self.store))
         imported = self.run("import", *s, "-q", "--name", name, f"oci:{self.layout}:{tag}")
         error = one_line(imported, "import")
@@ -222,6 +211,12 @@ class World:
             assert self.leftovers(cid) == []
             return
         assert started.stdout == f"{cid}\n"
+        # Nothing of the image became policy: the only annotation is the one hostjob
+        # sets when neither the image nor --user names a user (then the launcher's).
+        annotations = self.hj.state(cid).get("annotations") or {}
+        assert set(annotations) <= {"io.hostjob.inherit-user"}, annotations
+        user = (config.get("config") or {}).get("User") if isinstance(config, dict) else None
+        assert ("io.hostjob.inherit-user" in annotations) == (not user), (annotations, user)
         record = json.loads((self.hj.root / cid / "state.json").read_text())
         watcher = int(record["watcher"][0])
         # Restarted by its policy: the program said "out" twice (the second time it
@@ -358,7 +353,9 @@ def test_stop_takes_a_signal(world: World) -> None:
     name = "localhost/shape:stop"
     s = ("--store", str(world.store))
     layout = world.layout
-    write_config_layout(str(layout), LAYER, _shape({"config": {"StopSignal": "SIGKILL"}}), "stop")
+    write_config_layout(
+        str(layout), [(LAYER, "gzip")], _shape({"config": {"StopSignal": "SIGKILL"}}), "stop"
+    )
     assert world.run("import", *s, "-q", "--name", name, f"oci:{layout}:stop").returncode == 0
     cid = new_id("st")
     script = "trap 'echo got-usr1; exit 0' USR1; while :; do /bin/busybox sleep 0.05; done"

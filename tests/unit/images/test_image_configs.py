@@ -79,7 +79,7 @@ class Case:
     def __init__(self, tmp: Path, config: dict[str, Any] | bytes) -> None:
         self.raw = config if isinstance(config, bytes) else json.dumps(config).encode()
         self.layout = tmp / "layout"
-        write_config_layout(str(self.layout), LAYER, self.raw, "t")
+        write_config_layout(str(self.layout), [(LAYER, "gzip")], self.raw, "t")
         self.store = Store(str(tmp / "store"))
         self.store.prune()  # makes the store's own skeleton: what an empty store holds
         self.empty = store_tree(tmp / "store")
