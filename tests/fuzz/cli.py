@@ -241,7 +241,9 @@ def _reset_rootfs(box: CliSandbox) -> None:
 
 def bundle_cli(data: bytes) -> None:
     box = cli_sandbox()
-    doc = contain(mutate(seed(box), Chooser(data), CONFIG_KEYS), box)
+    # No bytes: the seed itself, which must create, run and delete cleanly (mutate would
+    # read zeros as "replace the whole document by null").
+    doc = contain(mutate(seed(box), Chooser(data), CONFIG_KEYS) if data else seed(box), box)
     for verb in ("create", "run"):
         box.count += 1
         cid = f"fz{os.getpid()}x{box.count}"

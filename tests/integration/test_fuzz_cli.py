@@ -6,7 +6,6 @@ or ``HOSTJOB_EXAMPLES=N`` for more), and every regression input they found
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -15,15 +14,9 @@ from hypothesis import strategies as st
 
 from tests.fuzz.cli import CLI_TARGETS
 from tests.fuzz.targets import seeds
+from tests.helpers import example_count
 
 REGRESSIONS = Path(__file__).resolve().parents[1] / "fuzz" / "regressions"
-
-
-def examples(request: pytest.FixtureRequest, normal: int) -> int:
-    explicit = os.environ.get("HOSTJOB_EXAMPLES")
-    if explicit:
-        return int(explicit)
-    return normal * 10 if request.config.getoption("--long") else normal
 
 
 @pytest.mark.parametrize("name", sorted(CLI_TARGETS))
@@ -31,12 +24,12 @@ def test_cli_target_under_hypothesis(name: str, request: pytest.FixtureRequest) 
     target = CLI_TARGETS[name]
 
     @settings(
-        max_examples=examples(request, 30),
+        max_examples=example_count(request, 40),
         deadline=None,
         database=None,
         suppress_health_check=list(HealthCheck),
     )
-    @given(st.sampled_from(seeds(name)) | st.binary(min_size=1, max_size=64))
+    @given(st.sampled_from(seeds(name)) | st.binary(max_size=64))
     def fuzz(data: bytes) -> None:
         target(data)
 

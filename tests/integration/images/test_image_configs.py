@@ -40,7 +40,7 @@ from tests.fixtures import image_configs as shapes
 from tests.fixtures.images import digest_of, write_config_layout
 from tests.fixtures.registry import DockerRegistry
 from tests.fixtures.tars import entry, gz, make_tar
-from tests.helpers import BUSYBOX, Hostjob, image_leftovers, new_id, wait_for
+from tests.helpers import BUSYBOX, Hostjob, example_count, image_leftovers, new_id, wait_for
 
 NO_AUTHFILES = {"DOCKER_CONFIG": "/nonexistent", "REGISTRY_AUTH_FILE": "", "XDG_RUNTIME_DIR": ""}
 LAYER_TAR = make_tar(
@@ -54,13 +54,6 @@ LAYER_TAR = make_tar(
 LAYER = gz(LAYER_TAR)
 DIFF_IDS = [digest_of(LAYER_TAR)]
 DAEMON_ENTRYPOINT = '["/bin/busybox", "sh", "-c"]'
-
-
-def examples(request: pytest.FixtureRequest, normal: int) -> int:
-    explicit = os.environ.get("HOSTJOB_EXAMPLES")
-    if explicit:
-        return int(explicit)
-    return normal * 10 if request.config.getoption("--long") else normal
 
 
 def one_line(result: Any, what: str) -> str:
@@ -314,7 +307,7 @@ def test_the_issues_shapes(world: World, fields: dict[str, Any]) -> None:
 
 def test_any_config(world: World, request: pytest.FixtureRequest) -> None:
     @settings(
-        max_examples=examples(request, 6),
+        max_examples=example_count(request, 10),
         deadline=None,
         database=None,
         suppress_health_check=list(HealthCheck),
@@ -331,7 +324,7 @@ def test_any_wrong_type_is_refused_naming_its_field(
     world: World, request: pytest.FixtureRequest
 ) -> None:
     @settings(
-        max_examples=examples(request, 8),
+        max_examples=example_count(request, 8),
         deadline=None,
         database=None,
         suppress_health_check=list(HealthCheck),

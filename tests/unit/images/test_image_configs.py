@@ -36,17 +36,11 @@ from hostjob.spec import runtime as wire
 from tests.fixtures import image_configs as shapes
 from tests.fixtures.images import digest_of, write_config_layout
 from tests.fixtures.tars import entry, gz, make_tar
+from tests.helpers import example_count
 
 LAYER_TAR = make_tar([entry("bin/true", data=b"#!/bin/sh\n", mode=0o755), entry("etc", "dir")])
 LAYER = gz(LAYER_TAR)
 DIFF_IDS = [digest_of(LAYER_TAR)]
-
-
-def examples(request: pytest.FixtureRequest, normal: int) -> int:
-    explicit = os.environ.get("HOSTJOB_EXAMPLES")
-    if explicit:
-        return int(explicit)
-    return normal * 10 if request.config.getoption("--long") else normal
 
 
 def one_line(err: HostjobError) -> str:
@@ -255,7 +249,7 @@ def test_the_issues_shapes(fresh: Any, fields: dict[str, Any], flags: RunFlags) 
 
 
 def test_any_valid_config(fresh: Any, request: pytest.FixtureRequest) -> None:
-    @settings(max_examples=examples(request, 100), database=None)
+    @settings(max_examples=example_count(request, 100), database=None)
     @given(shapes.valid_config(DIFF_IDS), flags_strategy)
     def one(config: dict[str, Any], flags: RunFlags) -> None:
         check_library(fresh(config), flags)
@@ -264,7 +258,7 @@ def test_any_valid_config(fresh: Any, request: pytest.FixtureRequest) -> None:
 
 
 def test_any_wrong_type_names_its_field(fresh: Any, request: pytest.FixtureRequest) -> None:
-    @settings(max_examples=examples(request, 40), database=None)
+    @settings(max_examples=example_count(request, 40), database=None)
     @given(shapes.wrong_config(DIFF_IDS))
     @example(({**_shape({}), "config": {"StopSignal": 9}}, "config.StopSignal"))
     @example(({**_shape({}), "config": {"Env": "A=b"}}, "config.Env"))
