@@ -218,6 +218,33 @@ def cgroup_dirs(path: str) -> list[str]:
     return found
 
 
+def example_count(request: Any, normal: int) -> int:
+    """A property test's example count: ``$HOSTJOB_EXAMPLES`` when set, else ``normal``,
+    ten times that with ``--long`` (``request`` is pytest's FixtureRequest)."""
+    explicit = os.environ.get("HOSTJOB_EXAMPLES")
+    if explicit:
+        return int(explicit)
+    return normal * 10 if request.config.getoption("--long") else normal
+
+
+def image_leftovers(root: Path, store: Path, cid: str, watcher: int | None = None) -> list[str]:
+    """What an image container ``cid`` left: its state in ``root``, its job cgroup,
+    mounts under its state, its writable layer, store reference or log in ``store``,
+    and its watcher (a pid) if still alive."""
+    found = []
+    if (root / cid).exists():
+        found.append("state")
+    found += cgroup_dirs(f"/hostjob/{cid}")
+    found += mounts_under(str(root / cid))
+    for sub in ("rw", "containers", "logs"):
+        directory = store / sub
+        if directory.exists():
+            found += [f"{sub}/{name}" for name in os.listdir(directory) if cid in name]
+    if watcher is not None and alive(watcher):
+        found.append(f"watcher {watcher}")
+    return found
+
+
 def mounts_under(path: str) -> list[str]:
     prefix = path.rstrip("/") + "/"
     with open("/proc/self/mountinfo") as f:

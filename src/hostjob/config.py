@@ -299,6 +299,11 @@ def _hooks(hooks: wire.Hooks | None) -> dict[str, list[Hook]]:
                 raise ConfigError("a hook path must be absolute", f"{path}.path")
             if hook.timeout is not None and hook.timeout <= 0:
                 raise ConfigError("a hook timeout must be positive", f"{path}.timeout")
+            for j, entry in enumerate(hook.env or []):
+                # A hook is spawned with the entries as a mapping: a nameless one
+                # cannot be passed (posix_spawn's ValueError, a crash of create).
+                if "=" not in entry or entry.startswith("="):
+                    raise ConfigError(f"{entry!r} is not KEY=VALUE", f"{path}.env[{j}]")
             converted.append(
                 Hook(
                     path=hook.path,

@@ -42,7 +42,9 @@ else:
 def parse_signal(text: str | int) -> int:
     if isinstance(text, int):
         number = text
-    elif text.isdigit():
+    elif _digits(text):
+        if len(text) > 11:  # never int() of 5000 digits (a ValueError past 4300)
+            raise InvalidArgument(f"invalid signal number {text[:11]}...")
         number = int(text)
     else:
         name = text.upper()
@@ -57,13 +59,18 @@ def parse_signal(text: str | int) -> int:
     return number
 
 
+def _digits(text: str) -> bool:
+    """ASCII digits only: ``isdigit`` also takes "²", which ``int`` refuses."""
+    return text.isdigit() and text.isascii()
+
+
 def _named(name: str) -> int | None:
     for base, sign in (("SIGRTMIN", 1), ("SIGRTMAX", -1)):
         if name == base:
             return int(getattr(_c, base))
         if name.startswith(base + ("+" if sign > 0 else "-")):
             offset = name[len(base) + 1 :]
-            if offset.isdigit():
+            if _digits(offset) and len(offset) < 12:
                 return int(getattr(_c, base)) + sign * int(offset)
             return None
     if name.startswith("SIG_"):

@@ -154,7 +154,9 @@ def parse_rfc3339_ns(text: str | None) -> int | None:
         rest = digits[end:]
     if rest not in ("Z", "z", ""):
         hh, mm = rest[1:3], rest[4:6]
-        if not (len(rest) == 6 and rest[0] in "+-" and rest[3] == ":" and (hh + mm).isdigit()):
+        # ASCII digits: isdigit() takes "²", which int() refuses.
+        digits_ok = (hh + mm).isdigit() and (hh + mm).isascii()
+        if not (len(rest) == 6 and rest[0] in "+-" and rest[3] == ":" and digits_ok):
             return None
         offset = int(hh) * 3600 + int(mm) * 60
         seconds = seconds - offset if rest[0] == "+" else seconds + offset

@@ -5,7 +5,9 @@ hypothesis (``--engine`` forces one). Each target runs in its own process; the l
 line per target says how many inputs it executed, and a finding (a crash, a hang of
 more than ``--timeout`` seconds, a write outside the sandbox, a non-HostjobError)
 fails the run with the input that caused it (atheris writes it to ``crash-*``).
-Run from the repository root (``tests`` must be importable).
+Run from the repository root (``tests`` must be importable). ``all`` is every target
+that needs no root; the ones that drive the CLI (``tests.fuzz.cli``: root, the real
+kernel) run when named.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 
 def _atheris_available() -> bool:
@@ -25,6 +28,13 @@ def _atheris_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def _targets() -> dict[str, Callable[[bytes], None]]:
+    from tests.fuzz.cli import CLI_TARGETS
+    from tests.fuzz.targets import TARGETS
+
+    return {**TARGETS, **CLI_TARGETS}
 
 
 def _run_one_atheris(name: str, runs: int, seconds: int, timeout: int, corpus: str | None) -> int:
@@ -42,9 +52,9 @@ def _run_one_atheris(name: str, runs: int, seconds: int, timeout: int, corpus: s
         import hostjob.runtime.launch.plan
         import hostjob.spec.image
         import hostjob.spec.runtime  # noqa: F401
-    from tests.fuzz.targets import TARGETS, seeds
+    from tests.fuzz.targets import seeds
 
-    target = TARGETS[name]
+    target = _targets()[name]
     corpus_dir = corpus or tempfile.mkdtemp(prefix=f"hostjob-fuzz-corpus-{name}-")
     os.makedirs(corpus_dir, exist_ok=True)
     for i, seed in enumerate(seeds(name)):
@@ -67,9 +77,9 @@ def _run_one_hypothesis(name: str, runs: int, seconds: int, timeout: int) -> int
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from tests.fuzz.targets import TARGETS, seeds
+    from tests.fuzz.targets import seeds
 
-    target = TARGETS[name]
+    target = _targets()[name]
     count = 0
     deadline = time.monotonic() + seconds if seconds else None
 
@@ -106,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     from tests.fuzz.targets import TARGETS
 
     p = argparse.ArgumentParser(prog="python -m tests.fuzz", description=__doc__)
-    p.add_argument("target", help=f"one of {', '.join(TARGETS)}, or all")
+    p.add_argument("target", help=f"one of {', '.join(_targets())}, or all (those of no root)")
     p.add_argument("--runs", type=int, default=0, help="inputs per target (0: no limit)")
     p.add_argument("--seconds", type=int, default=0, help="time per target (0: no limit)")
     p.add_argument("--timeout", type=int, default=10, help="seconds one input may take")
@@ -125,9 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         return _run_one_hypothesis(args.target, args.runs, args.seconds, args.timeout)
 
     names = list(TARGETS) if args.target == "all" else [args.target]
-    unknown = [n for n in names if n not in TARGETS]
+    unknown = [n for n in names if n not in _targets()]
     if unknown:
-        p.error(f"unknown target(s) {unknown}: {', '.join(TARGETS)}")
+        p.error(f"unknown target(s) {unknown}: {', '.join(_targets())}")
     failed = []
     print(f"{'target':<18} {'engine':<10} {'executions':>10} {'seconds':>8}  result")
     for name in names:

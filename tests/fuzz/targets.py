@@ -465,7 +465,8 @@ def _check_runspec(image: Any, flags: Any, spec: dict[str, Any]) -> None:
     if spec["annotations"] != expected:
         raise Finding(f"annotations {spec['annotations']} are not the flags' {expected}")
     got = spec["process"].get("user")
-    if got != (runspec._user(user) if user else None):
+    what = "--user" if flags.user else "the image's User"
+    if got != (runspec._user(user, what) if user else None):
         raise Finding(f"user {got} is not from --user {flags.user!r} or User {image.user!r}")
     cwd = spec["process"]["cwd"]
     inside = cwd.removeprefix("$CONTAINER_SANDBOX_MOUNT_POINT/")

@@ -26,7 +26,7 @@ from tests.helpers import (
     alive,
     cgroup_dirs,
     hostjob_env,
-    mounts_under,
+    image_leftovers,
     new_id,
     wait_for,
 )
@@ -93,18 +93,7 @@ class Daemons:
         return Path(self.store) / "logs" / cid
 
     def leftovers(self, cid: str, watcher: int | None = None) -> list[str]:
-        found = []
-        if (self.hj.root / cid).exists():
-            found.append("state")
-        found += cgroup_dirs(f"/hostjob/{cid}")
-        found += mounts_under(str(self.hj.root / cid))
-        for sub in ("rw", "containers", "logs"):
-            directory = Path(self.store) / sub
-            if directory.exists():
-                found += [f"{sub}/{name}" for name in os.listdir(directory) if cid in name]
-        if watcher is not None and alive(watcher):
-            found.append(f"watcher {watcher}")
-        return found
+        return image_leftovers(self.hj.root, Path(self.store), cid, watcher)
 
     def delete(self, cid: str) -> None:
         watcher = self.watcher(cid)
@@ -513,7 +502,7 @@ def test_generate_systemd_verifies(daemons: Daemons, tmp_path: Path) -> None:
     assert f"--root {daemons.hj.root} run --rm --name {cid}" in lines["ExecStart"]
     assert '"GREETING=hello world $$HOME 100%%"' in lines["ExecStart"]
     assert f"--env-file {env_file}" in lines["ExecStart"] and "--memory 64m" in lines["ExecStart"]
-    assert lines["ExecStop"].endswith(f"stop -t 7 {cid}")
+    assert lines["ExecStop"].endswith(f"stop -t 7 -s 15 {cid}")  # the stop signal named
     # What ExecStart runs is the same container: run it (in the foreground) as systemd would.
     words = lines["ExecStart"].split(" run ", 1)[1]
     assert "-d" not in words.split() and "--restart" not in words

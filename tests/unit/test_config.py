@@ -180,6 +180,10 @@ def test_hooks_are_checked_and_kept_in_order() -> None:
         ({"path": ""}, "hooks.prestart[0].path"),
         ({"path": "/bin/x", "timeout": 0}, "hooks.prestart[0].timeout"),
         ({"path": "/bin/x", "timeout": -1}, "hooks.prestart[0].timeout"),
+        # found by the CLI fuzzer: posix_spawn's ValueError crashed create
+        ({"path": "/bin/x", "env": ["A=1", ""]}, "hooks.prestart[0].env[1]"),
+        ({"path": "/bin/x", "env": ["=x"]}, "hooks.prestart[0].env[0]"),
+        ({"path": "/bin/x", "env": ["NAME"]}, "hooks.prestart[0].env[0]"),
     ],
 )
 def test_bad_hooks_are_refused(hook: dict[str, Any], path: str) -> None:

@@ -36,7 +36,47 @@ def test_an_unexpected_exception_is_one_line(monkeypatch, capsys) -> None:
     monkeypatch.setattr(main.posix, "geteuid", lambda: 0)
     assert main.main(["--root", "/nonexistent-root", "state", "x"]) == 1
     err = capsys.readouterr().err
-    assert err == "internal error: ValueError: embedded null byte\n"
+    assert err == (
+        "internal error in `hostjob state`: ValueError: embedded null byte"
+        " (a bug in hostjob: please report it with this command's --debug output)\n"
+    )
+
+
+def test_an_internal_error_keeps_its_traceback_in_debug_and_the_log(
+    monkeypatch, capsys, tmp_path
+) -> None:
+    """The one line is what a client shows; the traceback that a report needs goes to
+    stderr before it with --debug, and to the --log file always."""
+    import json
+
+    from hostjob import log
+    from hostjob.cli import main
+    from hostjob.cli.commands import state
+
+    def broken(args: object, ctx: object) -> int:
+        raise KeyError("deep inside")
+
+    monkeypatch.setattr(state, "run", broken)
+    monkeypatch.setattr(main.posix, "geteuid", lambda: 0)
+    try:
+        assert main.main(["--root", "/nonexistent-root", "--debug", "state", "x"]) == 1
+        lines = capsys.readouterr().err.splitlines()
+        assert lines[0] == "Traceback (most recent call last):"
+        assert any("in broken" in line for line in lines)
+        assert lines[-1].startswith("internal error in `hostjob state`: KeyError: 'deep inside'")
+        assert "please report it" in lines[-1]
+
+        path = tmp_path / "log.json"
+        args = ["--root", "/nonexistent-root", "--log", str(path), "--log-format", "json"]
+        assert main.main([*args, "state", "x"]) == 1
+        assert capsys.readouterr().err.count("\n") == 1  # no traceback without --debug
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        assert [r["level"] for r in records] == ["error", "error"]
+        assert "Traceback (most recent call last)" in records[0]["msg"]
+        assert "in broken" in records[0]["msg"]
+        assert records[1]["msg"].startswith("internal error in `hostjob state`")
+    finally:
+        log.configure(None)
 
 
 def test_pid_file_temp_never_writes_through_a_symlink(tmp_path, monkeypatch) -> None:

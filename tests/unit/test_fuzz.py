@@ -1,7 +1,8 @@
 """The fuzz targets (tests/fuzz) in CI.
 
 * every target under hypothesis (150 inputs each; 3000 with --long);
-* the regression inputs the fuzzers found (tests/fuzz/regressions/<target>-<what>);
+* the regression inputs the fuzzers found (tests/fuzz/regressions/<target>-<what>;
+  those of the CLI targets, which need root, replay in tests/integration/test_fuzz_cli.py);
 * the runner, ``python -m tests.fuzz all``, coverage-guided with atheris when it can be
   imported (else hypothesis): 500 inputs per target (60 s per target with --long).
 
@@ -21,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.fuzz.cli import CLI_TARGETS
 from tests.fuzz.targets import TARGETS, seeds
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,9 +47,20 @@ def test_target_under_hypothesis(name: str, request: pytest.FixtureRequest) -> N
     fuzz()
 
 
-@pytest.mark.parametrize("path", sorted(REGRESSIONS.iterdir()), ids=lambda p: p.name)
+def regressions(targets: dict[str, object]) -> list[Path]:
+    """The regression inputs of ``targets`` (a file's name starts with its target's)."""
+    return sorted(p for p in REGRESSIONS.iterdir() if p.name.split("-")[0] in targets)
+
+
+@pytest.mark.parametrize("path", regressions(TARGETS), ids=lambda p: p.name)
 def test_regression_input(path: Path) -> None:
     TARGETS[path.name.split("-")[0]](path.read_bytes())
+
+
+def test_every_regression_input_has_its_target() -> None:
+    """None is skipped unseen: each belongs to a target here or to a CLI one."""
+    known = {**TARGETS, **CLI_TARGETS}
+    assert [p.name for p in REGRESSIONS.iterdir() if p.name.split("-")[0] not in known] == []
 
 
 def test_runner(tmp_path: Path, request: pytest.FixtureRequest) -> None:

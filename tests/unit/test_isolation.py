@@ -102,9 +102,9 @@ def test_run_user_auto_drops_an_inherit_annotation(key: str) -> None:
 
 
 def test_run_an_explicit_user_drops_a_user_annotation() -> None:
-    spec = build_spec(image(), RunFlags(user="7", annotations=[f"{ANNOTATION_USER}=auto"]))
+    spec = build_spec(image(), RunFlags(user="7:3", annotations=[f"{ANNOTATION_USER}=auto"]))
     assert ANNOTATION_USER not in spec["annotations"]
-    assert spec["process"]["user"] == {"uid": 7, "gid": 0}
+    assert spec["process"]["user"] == {"uid": 7, "gid": 3}
 
 
 def test_run_the_user_annotation_alone_is_as_user_auto() -> None:

@@ -112,6 +112,7 @@ def test_parse_rfc3339() -> None:
         "2023-01-01T24:00:00Z",
         "2023-01-01T00:00:00+1:00",
         "2023-01-01T00:00:00+aa:00",
+        "2023-01-01T00:00:00+\u00b2\u00b2:00",  # an image's created: isdigit() but not int()
         "+023-01-01T00:00:00Z",
         "2023-01-01X00:00:00Z",
         "\uff12\uff10\uff12\uff13-01-01T00:00:00Z",  # fullwidth digits

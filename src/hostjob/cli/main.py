@@ -220,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except HostjobError as err:
         return _fail(err, glob.debug)
+    except Exception as err:
+        return _internal_error(name, err, glob.debug)
     ctx = Context(glob)
     try:
         if needs_root and posix.geteuid() != 0:
@@ -247,11 +249,26 @@ def main(argv: list[str] | None = None) -> int:
             raise
         return _fail(HostjobError(_os_error_text(err)), glob.debug)
     except Exception as err:
-        # A bug: still one line and exit 1, never a traceback on a client's stderr
-        # (containerd and podman show it to the user). --debug shows the traceback.
-        if glob.debug:
-            raise
-        return _fail(HostjobError(f"internal error: {type(err).__name__}: {err}"), glob.debug)
+        return _internal_error(name, err, glob.debug)
+
+
+def _internal_error(name: str, err: Exception, debug: bool) -> int:
+    """A bug: still one line and exit 1, never a bare traceback on a client's stderr
+    (containerd and podman show it to the user). The line names the command and asks
+    for a report; the traceback goes to the ``--log`` file, and with ``--debug`` to
+    stderr before the line (the last line is what clients show)."""
+    import traceback  # only here: a command that succeeds never loads it
+
+    trace = "".join(traceback.format_exception(err)).rstrip()
+    log.error(f"internal error in hostjob {name}:\n{trace}")
+    if debug:
+        sys.stderr.write(trace + "\n")
+    return _fail(
+        HostjobError(
+            f"internal error in `hostjob {name}`: {type(err).__name__}: {err}"
+            " (a bug in hostjob: please report it with this command's --debug output)"
+        )
+    )
 
 
 def _silence_stdout() -> None:

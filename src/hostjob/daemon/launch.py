@@ -233,8 +233,22 @@ def _error_report(err: BaseException) -> bytes:
     """An error as ``E<class>\\n<exit code>\\n<message>`` for the launching process."""
     if isinstance(err, HostjobError):
         name, code, message = type(err).__name__, err.exit_code, str(err)
+    elif not isinstance(err, Exception):  # interrupted: no bug
+        name, code, message = "HostjobError", 1, f"cannot start the container: {err!r}"
     else:
-        name, code, message = "HostjobError", 1, f"cannot start the container: {err}"
+        # A bug, said as one (the CLI says the same of its own): the traceback goes to
+        # the log, where ``--log`` sent this process's records.
+        import traceback
+
+        log.error(
+            "internal error in the container's watcher:\n"
+            + "".join(traceback.format_exception(err)).rstrip()
+        )
+        name, code = "HostjobError", 1
+        message = (
+            f"internal error in the container's watcher: {type(err).__name__}: {err}"
+            " (a bug in hostjob: please report it; --log FILE keeps its traceback)"
+        )
     return f"E{name}\n{code}\n{message}".encode(errors="replace")
 
 

@@ -30,8 +30,10 @@ if TYPE_CHECKING:
 WATCHER_EXIT_WAIT = 30.0
 
 
-def stop(container: Container, timeout: float | None = None) -> bool:
-    """Stop ``container``; whether it was running."""
+def stop(container: Container, timeout: float | None = None, signum: int | None = None) -> bool:
+    """Stop ``container``; whether it was running. ``signum`` (``stop --signal``)
+    replaces its stop signal: a ``generate systemd`` unit's container runs in the
+    foreground, without the record of a detached one that keeps it."""
 
     def requested(record: Record) -> None:
         record.stop_requested = True
@@ -52,7 +54,8 @@ def stop(container: Container, timeout: float | None = None) -> bool:
         current = container.status()
         running = current != Status.STOPPED
         if running:
-            signum = daemon.stop_signal if daemon is not None else signals.SIGTERM
+            if signum is None:
+                signum = daemon.stop_signal if daemon is not None else signals.SIGTERM
             proc.signal_process(record.pid, record.start_time, signum or signals.SIGTERM)
             if current == Status.PAUSED:
                 container.cgroup().thaw()  # a frozen process acts on no signal

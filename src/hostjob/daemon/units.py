@@ -87,6 +87,8 @@ def unit_file(name: str, image: str, daemon: DaemonConfig, hostjob: list[str], r
     ``hostjob`` is how to run hostjob (an absolute path); ``root`` the state root."""
     base = [*hostjob, "--root", root]
     timeout = daemon.stop_timeout
+    signum = daemon.stop_signal
+    signal = str(signum)
     restart = daemon.restart or "no"
     unit = [
         f"# hostjob generate systemd {name}: the container {name} in the foreground under",
@@ -108,13 +110,16 @@ def unit_file(name: str, image: str, daemon: DaemonConfig, hostjob: list[str], r
         "NotifyAccess=main",
         f"ExecStartPre={command_line([*base, 'delete', '--force', name])}",
         f"ExecStart={command_line([*base, 'run', '--rm', '--name', name, *daemon.command])}",
-        f"ExecStop={command_line([*base, 'stop', '-t', str(timeout), name])}",
+        # The signal given: the unit's container runs in the foreground, whose record
+        # keeps no stop signal of its own (the image's, or run -d's --stop-signal).
+        f"ExecStop={command_line([*base, 'stop', '-t', str(timeout), '-s', signal, name])}",
         f"ExecStopPost={command_line([*base, 'delete', '--force', name])}",
         "Delegate=yes",
         "KillMode=mixed",
         f"TimeoutStopSec={timeout + STOP_SLACK}",
-        # hostjob run exits with 128+N when its program dies of signal N.
-        f"SuccessExitStatus={128 + daemon.stop_signal}",
+        # hostjob run exits with 128+N when its program dies of signal N: the stop
+        # signal's, and SIGTERM's, which systemd counts as clean for any service.
+        f"SuccessExitStatus={' '.join(sorted({str(128 + signum), '143'}))}",
         f"Restart={restart}",
         "RestartSec=100ms",
         "",

@@ -62,7 +62,8 @@ class _Base:
 
             store = Store(store_root)
             image = store.resolve(base, unpack_missing=False)
-            self.manifest, self.config = image.manifest, image.config
+            self.manifest = image.manifest
+            self.config = self._fields(store.content.read(image.config_digest))
             self.store = store
 
     def _from_source(self, parsed: refs.Reference) -> None:
@@ -77,10 +78,20 @@ class _Base:
             index = spec.decode_blob(spec.Index, raw, "base image index")
             raw = source.manifest(platforms.choose(index.manifests or [], platforms.host()))
         self.manifest = spec.decode_blob(spec.Manifest, raw, "base image manifest")
-        assert self.manifest.config is not None
+        if self.manifest.config is None or self.manifest.config.digest is None:
+            raise ImageError("the base image's manifest has no config")
         buf = _Buffer()
         source.copy_blob(self.manifest.config, buf)
-        self.config = spec.decode_blob(spec.ImageConfig, bytes(buf.data), "base image config")
+        self.config = self._fields(bytes(buf.data))
+
+    @staticmethod
+    def _fields(raw: bytes) -> dict[str, Any]:
+        """The base's config as its JSON says, checked as any image's is: what hostjob
+        does not read (``Memory``, Docker's ``container_config``, ...) is kept for the
+        stacked image, not dropped."""
+        spec.decode_blob(spec.ImageConfig, raw, "base image config")
+        fields: dict[str, Any] = spec.parse_json(raw, "base image config")  # type: ignore[assignment]
+        return fields
 
     def copy_blob(self, desc: spec.Descriptor, writer: Writer) -> None:
         assert desc.digest is not None
@@ -251,7 +262,7 @@ def _pack_layout(
 
         layers: list[spec.Descriptor] = []
         if base_image is not None:
-            base_config = base_image.config.to_json()
+            base_config = base_image.config
             for desc in base_image.manifest.layers or []:
                 assert desc.digest is not None
                 if not layout.has(desc.digest):

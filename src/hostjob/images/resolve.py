@@ -148,7 +148,10 @@ class ImageDetails:
 
 
 def diff_ids(config: spec.ImageConfig, manifest: spec.Manifest, digest: str) -> list[str]:
-    """The config's diffIDs, one per manifest layer (else an ``ImageError``)."""
+    """The config's diffIDs, one per manifest layer (else an ``ImageError``). A
+    ``rootfs.type`` other than ``layers`` is an error, as the image-spec requires."""
+    if config.rootfs is not None and config.rootfs.type not in (None, "layers"):
+        raise ImageError(f"image {digest}: rootfs.type {config.rootfs.type!r} is not 'layers'")
     found = (config.rootfs.diff_ids if config.rootfs else None) or []
     if len(found) != len(manifest.layers or []):
         raise ImageError(

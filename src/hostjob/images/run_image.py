@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from hostjob.images.resolve import ResolvedImage
     from hostjob.images.runspec import RunFlags
     from hostjob.images.store import Store
-    from hostjob.job import DaemonConfig
+    from hostjob.job import DaemonConfig, JobConfig
+    from hostjob.runtime.container import Container
 
 
 def run_image(
@@ -53,23 +54,14 @@ def run_image(
     unless the flags chose one: data the image's own program asks for, used only to
     stop it.
     """
-    from hostjob import config
-    from hostjob.spec import runtime as wire
-
-    container_id = validate_id(name) if name else os.urandom(6).hex()
-    flags.check()
-    spec = build_spec(image.config.config, flags)
-    bundle = StateStore(root).dir(container_id)
-    job = config.to_job_config(wire.Spec.decode(spec), bundle, container_id)
-    job.image = image.name
-    options = options or CreateOptions()
-    options.rootfs = ImageRootfs(store.gc, image)
-    options.bundle_config = spec
+    container_id, job, options = image_job(
+        store, image, flags, root=root, name=name, options=options
+    )
     if detach and daemon is not None:
         daemon.log_dir = os.path.join(store.root, "logs", container_id)
         daemon.remove = remove
         if daemon.stop_signal is None:
-            daemon.stop_signal = stop_signal(image.config.config.stop_signal)
+            daemon.stop_signal = stop_signal(image.config.container().stop_signal)
         options.daemon = daemon
     if detach and daemon is not None:
         from hostjob.daemon.launch import launch
@@ -96,16 +88,65 @@ def run_image(
     return container_id, code
 
 
+def image_job(
+    store: Store,
+    image: ResolvedImage,
+    flags: RunFlags,
+    *,
+    root: str,
+    name: str | None = None,
+    options: CreateOptions | None = None,
+) -> tuple[str, JobConfig, CreateOptions]:
+    """What a job container of ``image`` with ``flags`` is created from: its ID (``name``
+    or a random one), its converted config, and create options with the image's
+    overlay as its rootfs. Nothing is made yet."""
+    from hostjob import config
+    from hostjob.spec import runtime as wire
+
+    container_id = validate_id(name) if name else os.urandom(6).hex()
+    flags.check()
+    spec = build_spec(image.config.container(), flags)
+    bundle = StateStore(root).dir(container_id)
+    job = config.to_job_config(wire.Spec.decode(spec), bundle, container_id)
+    job.image = image.name
+    options = options or CreateOptions()
+    options.rootfs = ImageRootfs(store.gc, image)
+    options.bundle_config = spec
+    return container_id, job, options
+
+
+def create_image(
+    store: Store,
+    image: ResolvedImage,
+    flags: RunFlags,
+    *,
+    root: str,
+    name: str | None = None,
+    options: CreateOptions | None = None,
+) -> Container:
+    """A job container of ``image`` created, as ``podman create`` makes one: its
+    process set up in its job, waiting for ``start``; ``delete`` undoes it all (the
+    overlay and the writable layer too). The caller is the process's parent."""
+    from hostjob.runtime.container import Container
+
+    container_id, job, options = image_job(
+        store, image, flags, root=root, name=name, options=options
+    )
+    container, child = Container.create_from_config(container_id, job, root=root, options=options)
+    child.close()
+    return container
+
+
 def stop_signal(image_signal: str | None) -> int:
     """The image's ``StopSignal`` (``SIGQUIT``, ``QUIT``, ``3``) as a number; SIGTERM
-    when it names none or no valid signal (a warning in the log)."""
-    from hostjob import log, signals
+    when it names none. One that is no signal is refused, as docker refuses it, rather
+    than swapped for another the program never asked for: ``--stop-signal`` chooses."""
+    from hostjob import signals
     from hostjob.errors import InvalidArgument
 
     if not image_signal:
         return int(signals.SIGTERM)
     try:
         return signals.parse_signal(image_signal)
-    except InvalidArgument:
-        log.warning(f"the image's StopSignal {image_signal!r} is not a signal: SIGTERM instead")
-        return int(signals.SIGTERM)
+    except InvalidArgument as err:
+        raise InvalidArgument(f"the image's StopSignal: {err} (--stop-signal chooses one)") from err

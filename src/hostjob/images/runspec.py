@@ -120,7 +120,7 @@ def build_spec(
     process: dict[str, Any] = {
         "terminal": flags.tty,
         "args": _argv(config, flags) if need_command else [],
-        "env": _env(config.env or [], flags),
+        "env": _env(_image_env(config.env or []), flags),
         "cwd": flags.cwd or _image_path(config.working_dir or "/"),
     }
     inherit_keys = [k for k in (ANNOTATION_INHERIT_USER, HCS_INHERIT_USER) if k in annotations]
@@ -134,13 +134,13 @@ def build_spec(
             annotations[ANNOTATION_USER] = AUTO  # create allocates the uid and gid
         else:
             annotations.pop(ANNOTATION_USER, None)
-            process["user"] = _user(flags.user)
+            process["user"] = _user(flags.user, "--user")
     elif ANNOTATION_USER in annotations:
         pass  # --annotation io.hostjob.user=auto: as --user auto
     elif any(_truthy(annotations[key]) for key in inherit_keys):
         pass  # the operator asked for the launcher's identity: the image's User is moot
     elif config.user:
-        process["user"] = _user(config.user)
+        process["user"] = _user(config.user, "the image's User")
     else:
         # Neither the image nor --user names a user: the launcher's own identity.
         annotations[ANNOTATION_INHERIT_USER] = "true"
@@ -221,11 +221,74 @@ def _env_entry(entry: str) -> str:
     return f"{key}={os.environ.get(key, '')}"
 
 
-def _user(user: str) -> dict[str, Any]:
-    name, _, group = user.partition(":")
-    if name.isdigit() and (not group or group.isdigit()):
-        return {"uid": int(name), "gid": int(group) if group else 0}
-    return {"username": user}
+def _image_env(entries: list[str]) -> list[str]:
+    """The image's ``Env``, each entry ``NAME=VALUE`` (else an error naming it: the
+    runtime would name a ``process.env`` nobody wrote)."""
+    for i, entry in enumerate(entries):
+        if not entry.partition("=")[0] or "=" not in entry:
+            raise ConfigError(f"the image's Env[{i}] {entry!r} is not NAME=VALUE")
+    return entries
+
+
+# uid_t's largest value is (uid_t)-1, which means "unchanged" to setuid: no one's ID.
+_MAX_ID = 2**32 - 2
+
+
+def _user(user: str, what: str) -> dict[str, Any]:
+    """``process.user`` of the image-spec's forms of a user (``uid``, ``uid:gid``,
+    ``name``, ``name:group``, ``uid:group``, ``name:gid``), on the host's accounts: a
+    group given by name is resolved here, and without a group a uid gets its passwd
+    entry's groups (gid 0 when it has none, as docker does); a user name is left to
+    the runtime, which resolves it as it does any ``username``."""
+    name, sep, group = user.partition(":")
+    if not name or (sep and not group):
+        raise _bad(what, f"{what} {user!r}: expected user[:group]")
+    gid = _group_id(group, user, what) if sep else None
+    if not _is_id(name):
+        named: dict[str, Any] = {"username": name}
+        if gid is not None:
+            named["gid"] = gid
+        return named
+    uid = _id(name, user, what)
+    if gid is not None:
+        return {"uid": uid, "gid": gid}
+    import pwd
+
+    try:
+        entry = pwd.getpwuid(uid)
+    except KeyError:
+        return {"uid": uid, "gid": 0}
+    groups = sorted(set(os.getgrouplist(entry.pw_name, entry.pw_gid)) - {entry.pw_gid})
+    resolved: dict[str, Any] = {"uid": uid, "gid": entry.pw_gid}
+    if groups:
+        resolved["additionalGids"] = groups
+    return resolved
+
+
+def _is_id(text: str) -> bool:
+    return text.isdigit() and text.isascii()  # "²" is a digit to isdigit, not to int
+
+
+def _id(text: str, user: str, what: str) -> int:
+    if len(text) > 10 or int(text) > _MAX_ID:
+        raise _bad(what, f"{what} {user!r}: {text[:12]} is out of range for an ID")
+    return int(text)
+
+
+def _group_id(group: str, user: str, what: str) -> int:
+    if _is_id(group):
+        return _id(group, user, what)
+    import grp
+
+    try:
+        return grp.getgrnam(group).gr_gid
+    except (KeyError, ValueError, UnicodeError) as err:
+        raise _bad(what, f"{what} {user!r}: no group {group!r} on this host") from err
+
+
+def _bad(what: str, message: str) -> ConfigError | InvalidArgument:
+    """A flag's bad value, or the image's."""
+    return InvalidArgument(message) if what.startswith("--") else ConfigError(message)
 
 
 def _secret(text: str) -> str:

@@ -346,6 +346,12 @@ class ImageConfig(Model):
         ("history", "history", list_of(model(History))),
     )
 
+    def container(self) -> ContainerConfig:
+        """``config``, or an empty one when the image has none: the object and every
+        field of it are optional (absent and ``null`` alike), as images built ``FROM
+        scratch`` show. Whoever reads a container default goes through here."""
+        return self.config if self.config is not None else ContainerConfig()
+
 
 # --- on-disk layouts ------------------------------------------------------------------
 

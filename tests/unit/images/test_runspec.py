@@ -11,6 +11,7 @@ from hostjob.config import (
     HCS_INHERIT_USER,
     to_job_config,
 )
+from hostjob.errors import ConfigError, InvalidArgument
 from hostjob.images.runspec import RunFlags, build_spec
 from hostjob.spec import runtime as wire
 from hostjob.spec.image import ContainerConfig
@@ -74,9 +75,76 @@ def test_an_inherit_annotation_wins_over_the_images_user() -> None:
     assert "user" not in spec["process"] and job_of(spec).inherit_user
     # "false" asks for nothing: the image's User stays.
     flags = RunFlags(annotations=[f"{ANNOTATION_INHERIT_USER}=false"])
-    spec = build_spec(image(User="1000"), flags)
-    assert spec["process"]["user"] == {"uid": 1000, "gid": 0}
+    uid = unknown_uid()
+    spec = build_spec(image(User=str(uid)), flags)
+    assert spec["process"]["user"] == {"uid": uid, "gid": 0}
     assert not job_of(spec).inherit_user
+
+
+def unknown_uid() -> int:
+    """A uid without a passwd entry on this host."""
+    import pwd
+
+    known = {entry.pw_uid for entry in pwd.getpwall()}
+    return next(uid for uid in range(4242, 10**6) if uid not in known)
+
+
+def test_every_form_of_the_images_user() -> None:
+    """The image-spec's forms: uid, uid:gid, name, name:group, uid:group, name:gid. A
+    group given by name is the host's; a uid alone gets its passwd entry's groups (gid
+    0 without one, as docker does); a name is resolved by the runtime."""
+    import grp
+    import os
+    import pwd
+
+    def user_of(text: str) -> object:
+        return build_spec(image(User=text), RunFlags())["process"]["user"]
+
+    root_group = grp.getgrgid(0).gr_name
+    nobody = pwd.getpwnam("nobody")
+    assert user_of("0") == {"uid": 0, "gid": 0}
+    assert user_of("7:8") == {"uid": 7, "gid": 8}
+    assert user_of(f"{nobody.pw_uid}") == {
+        "uid": nobody.pw_uid,
+        "gid": nobody.pw_gid,
+        **(
+            {"additionalGids": groups}
+            if (groups := sorted(set(os.getgrouplist("nobody", nobody.pw_gid)) - {nobody.pw_gid}))
+            else {}
+        ),
+    }
+    assert user_of("nobody") == {"username": "nobody"}
+    assert user_of(f"nobody:{root_group}") == {"username": "nobody", "gid": 0}
+    assert user_of("nobody:5") == {"username": "nobody", "gid": 5}
+    assert user_of(f"9:{root_group}") == {"uid": 9, "gid": 0}
+    job = job_of(build_spec(image(User=f"nobody:{root_group}"), RunFlags()))
+    assert job.process.username == "nobody" and job.process.gid == 0
+
+
+@pytest.mark.parametrize(
+    ("user", "error"),
+    [
+        (":", "expected user[:group]"),
+        ("a:", "expected user[:group]"),
+        (":0", "expected user[:group]"),
+        ("nobody:no-such-group-here", "no group 'no-such-group-here' on this host"),
+        ("4294967295", "4294967295 is out of range for an ID"),
+        ("1" * 5000, "111111111111 is out of range for an ID"),
+        ("0:99999999999", "99999999999 is out of range for an ID"),
+    ],
+)
+def test_a_bad_user_is_one_line_naming_where_it_came_from(user: str, error: str) -> None:
+    with pytest.raises(ConfigError, match=r"^the image's User ") as found:
+        build_spec(image(User=user), RunFlags())
+    assert error in str(found.value) and "\n" not in str(found.value)
+    with pytest.raises(InvalidArgument, match=r"^--user "):
+        RunFlags(user=user).check()
+
+
+@pytest.mark.parametrize("entry", ["NAME", "=value", ""])
+def test_an_image_env_entry_that_is_not_name_value_names_the_field(entry: str) -> None:
+    with pytest.raises(ConfigError, match=r"^the image's Env\[1\] .* is not NAME=VALUE$"):
+        build_spec(image(Env=["A=1", entry]), RunFlags())
 
 
 def test_no_user_anywhere_inherits_the_launcher() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hostjob.cli.args import INT, Command, Option
+from hostjob.cli.args import INT, VALUE, Command, Option
 from hostjob.daemon.stop import stop
 from hostjob.errors import HostjobError, InvalidArgument
 from hostjob.runtime.container import Container
@@ -18,6 +18,7 @@ COMMAND = Command(
     " SIGKILL to the whole job after the timeout; no restart after that.",
     options=(
         Option("time,t", INT, "seconds before SIGKILL (default: run's --stop-timeout, else 10)"),
+        Option("signal,s", VALUE, "the signal to send first (default: the container's)"),
     ),
     positionals=("container_id",),
     rest="more",
@@ -27,10 +28,15 @@ COMMAND = Command(
 def run(args: Args, ctx: Context) -> int:
     if args.time is not None and args.time < 0:
         raise InvalidArgument(f"-t {args.time}: not negative")
+    signum = None
+    if args.signal is not None:
+        from hostjob.signals import parse_signal
+
+        signum = parse_signal(args.signal)
     failed: HostjobError | None = None
     for container_id in [args.container_id, *args.more]:
         try:
-            stop(Container.load(container_id, root=ctx.root), args.time)
+            stop(Container.load(container_id, root=ctx.root), args.time, signum)
         except HostjobError as err:
             failed = failed or err  # the others are still stopped; the first error is told
             continue

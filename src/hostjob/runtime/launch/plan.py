@@ -163,10 +163,12 @@ def _from_username(name: str, gid: int | None, extra: list[int]) -> Credentials:
     if bad:  # the passwd lookups would raise ValueError
         raise ConfigError(f"user {name!r} is not a valid name", "process.user.username")
     user, _, group = name.partition(":")
-    if user.isdigit():
+    # ASCII digits alone: isdigit() also takes "²", which int() refuses.
+    if user.isdigit() and user.isascii() and len(user) <= 10:
         uid = int(user)
         entry = _passwd(uid)
-        gid_value = int(group) if group.isdigit() else (entry.pw_gid if entry else 0)
+        numeric = group.isdigit() and group.isascii() and len(group) <= 10
+        gid_value = int(group) if numeric else (entry.pw_gid if entry else 0)
         home = entry.pw_dir if entry else "/"
         return Credentials(uid, gid_value, extra, home, entry.pw_name if entry else None, None)
     try:
