@@ -1,7 +1,7 @@
-"""How hostjob reads and writes quantities: sizes (``512m``, ``1.5G`` on the command
-line; ``5.6 MB`` in tables), Go durations (``5s``, ``1m30s``, ``250ms``), as runc,
-docker and podman read and print them, and RFC 3339 times (state, logs, image
-records).
+"""How hostjob reads and writes quantities: user and group IDs, sizes (``512m``,
+``1.5G`` on the command line; ``5.6 MB`` in tables), Go durations (``5s``, ``1m30s``,
+``250ms``), as runc, docker and podman read and print them, and RFC 3339 times (state,
+logs, image records).
 
 Light (``time`` only): the runtime path uses it.
 """
@@ -22,6 +22,19 @@ _DURATION_UNITS = (
     ("m", 60.0),
     ("h", 3600.0),
 )
+
+
+# uid_t's largest value, (uid_t)-1, means "unchanged" to setuid: it is no one's ID.
+MAX_ID = 2**32 - 2
+
+
+def parse_id(text: str) -> int | None:
+    """A uid or gid written as a number (``"1000"``), else None: a name, or text that
+    is no ID at all (``"²"`` is a digit to ``str.isdigit``, not to ``int``; ``"-1"``,
+    ``"99999999999"``)."""
+    if not text.isascii() or not text.isdigit() or len(text) > 10 or int(text) > MAX_ID:
+        return None
+    return int(text)
 
 
 def parse_size(text: str, what: str = "size") -> int:

@@ -37,6 +37,7 @@ MANAGER_PATH = "/org/freedesktop/systemd1"
 MANAGER = "org.freedesktop.systemd1.Manager"
 DESTINATION = "org.freedesktop.systemd1"
 INFINITY = 2**64 - 1
+MAX_CPUS = 8192  # the most CPUs (and memory nodes) a Linux kernel can be built for
 JOB_WAIT = 30.0  # seconds: a scope starts at once; systemd may be busy
 
 
@@ -78,10 +79,13 @@ def _cpu_mask(text: str) -> bytes:
         part = part.strip()
         if not part:
             continue
-        low, _, high = part.partition("-")
-        if not low.isdigit() or (high and not high.isdigit()):
+        low, dash, high = part.partition("-")
+        if not (low + high).isascii() or not low.isdigit() or (dash and not high.isdigit()):
             raise CgroupError(f"invalid CPU or memory-node list {text!r}")
-        for n in range(int(low), int(high or low) + 1):
+        first, last = int(low), int(high or low)
+        if not first <= last < MAX_CPUS:  # the kernel's own limit: a bound on the mask
+            raise CgroupError(f"invalid CPU or memory-node list {text!r}")
+        for n in range(first, last + 1):
             bits |= 1 << n
     return bits.to_bytes((bits.bit_length() + 7) // 8 or 1, "little")
 
@@ -326,7 +330,7 @@ def writes_to_journal(fds: tuple[int, ...] = (1, 2)) -> bool:
     from hostjob.env import getenv
 
     device, _, inode = (getenv("JOURNAL_STREAM") or "").partition(":")
-    if not device.isdigit() or not inode.isdigit():
+    if not (device + inode).isascii() or not device.isdigit() or not inode.isdigit():
         return False
     for fd in fds:
         try:

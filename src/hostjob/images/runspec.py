@@ -230,10 +230,6 @@ def _image_env(entries: list[str]) -> list[str]:
     return entries
 
 
-# uid_t's largest value is (uid_t)-1, which means "unchanged" to setuid: no one's ID.
-_MAX_ID = 2**32 - 2
-
-
 def _user(user: str, what: str) -> dict[str, Any]:
     """``process.user`` of the image-spec's forms of a user (``uid``, ``uid:gid``,
     ``name``, ``name:group``, ``uid:group``, ``name:gid``), on the host's accounts: a
@@ -270,9 +266,12 @@ def _is_id(text: str) -> bool:
 
 
 def _id(text: str, user: str, what: str) -> int:
-    if len(text) > 10 or int(text) > _MAX_ID:
+    from hostjob.units import parse_id
+
+    value = parse_id(text)
+    if value is None:
         raise _bad(what, f"{what} {user!r}: {text[:12]} is out of range for an ID")
-    return int(text)
+    return value
 
 
 def _group_id(group: str, user: str, what: str) -> int:

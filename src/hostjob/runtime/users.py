@@ -47,7 +47,7 @@ _STATUS_BYTES = 8192
 def parse_range(text: str, what: str = "--auto-user-range") -> tuple[int, int]:
     """``FIRST-LAST`` (inclusive) as numbers; 0 and (uid_t)-1 are never in it."""
     first, sep, last = text.strip().partition("-")
-    if not sep or not first.isdigit() or not last.isdigit():
+    if not sep or not (first + last).isascii() or not first.isdigit() or not last.isdigit():
         raise InvalidArgument(f"{what} {text!r}: expected FIRST-LAST, e.g. 2000000000-2000999999")
     low, high = int(first), int(last)
     if not 0 < low <= high < _NO_ID:

@@ -127,3 +127,11 @@ def test_the_journal_is_the_stream_journal_stream_names(
     finally:
         for fd in (read_end, write_end, other):
             os.close(fd)
+
+
+@pytest.mark.parametrize("cpus", ["0-²", "³", "0-99999999", "5-2", "a", "1-"])
+def test_a_cpu_list_that_is_none_is_refused(cpus: str) -> None:
+    """AllowedCPUs is a bit mask: a list that names no CPUs, or more than any kernel
+    has, is an error, never a crash or a mask of a hundred million bits."""
+    with pytest.raises(CgroupError, match="invalid CPU or memory-node list"):
+        systemd.split(res({"cpu": {"cpus": cpus}}))

@@ -48,7 +48,8 @@ def test_a_range_is_first_last(text: str, span: tuple[int, int]) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", "5", "5-", "-5", "a-b", "9-3", "0-10", "1-4294967295", "1-99999999999", "1--2"]
+    "text",
+    ["", "5", "5-", "-5", "a-b", "9-3", "0-10", "1-4294967295", "1-99999999999", "1--2", "²-³"],
 )
 def test_a_bad_range_is_refused(text: str) -> None:
     with pytest.raises(InvalidArgument, match="--auto-user-range"):

@@ -47,11 +47,14 @@ def run(args: Args, ctx: Context) -> int:
 
         process = load_process(args.process)
     else:
+        from hostjob.units import parse_id
+
         gids = []
         for text in args.additional_gids:
-            if not text.isdigit():
+            gid = parse_id(text)
+            if gid is None:
                 raise InvalidArgument(f"invalid additional gid {text!r}")
-            gids.append(int(text))
+            gids.append(gid)
         process = process_for_exec(
             container.config.process,
             args.command,

@@ -438,7 +438,7 @@ def _refuse_existing_cgroup(path: str, manager: cgroups.Manager) -> None:
 def listen_fds() -> int:
     """Socket-activation fds handed to us (sd_listen_fds), passed on to the container."""
     value = getenv("LISTEN_FDS") or ""
-    if not value.isdigit():
+    if not value.isascii() or not value.isdigit():
         return 0
     pid = getenv("LISTEN_PID")
     if pid and pid != str(posix.getpid()):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import posix
 
-from hostjob.errors import ConfigError, HostjobError
+from hostjob.errors import ConfigError, HostjobError, InvalidArgument
 from hostjob.runtime import proc, status
 from hostjob.runtime.launch import plan as launch_plan
 from hostjob.runtime.launch.child import ChildSetup
@@ -73,12 +73,15 @@ def process_for_exec(
     if no_new_privileges is not None:
         process.no_new_privileges = no_new_privileges
     if user:
-        uid_text, _, gid_text = user.partition(":")
-        if uid_text.isdigit() and (not gid_text or gid_text.isdigit()):
-            process.uid = int(uid_text)
-            process.gid = int(gid_text) if gid_text else 0
-            process.username = None
-        else:
+        from hostjob.units import parse_id
+
+        uid_text, sep, gid_text = user.partition(":")
+        uid, gid = parse_id(uid_text), parse_id(gid_text) if sep else 0
+        if uid is not None and gid is not None:
+            process.uid, process.gid, process.username = uid, gid, None
+        elif any(t.isascii() and t.isdigit() and parse_id(t) is None for t in (uid_text, gid_text)):
+            raise InvalidArgument(f"--user {user!r}: a number out of range for an ID")
+        else:  # names (user[:group]), resolved on the host's passwd as any username
             process.uid, process.gid, process.username = None, None, user
         process.additional_gids = []
     if additional_gids is not None:
