@@ -19,6 +19,7 @@ write of the record.
 
 from __future__ import annotations
 
+import errno
 import posix
 import stat
 
@@ -350,23 +351,31 @@ def _plan_mount(
 
 def _mount_id_below(path: str) -> int:
     """The id of the mount that ``path`` (a directory or a file), or its nearest existing
-    parent, is on now."""
-    while not paths.lexists(path) and path != "/":
-        path = paths.dirname(path)
-    parent, name = paths.split(path)
-    if not name:
-        return mount_id_at(path, f"mount target {path}")
+    parent, is on now. Walked from ``/`` without following a symlink: a test of the path
+    by name would follow one that the rootfs's owner swapped in meanwhile."""
+    *parents, name = fsutil.parts(path) or [""]
+    root = fsutil.open_anchor("/")
     try:
-        parent_fd = fsutil.walk_path(parent)
-    except OSError as err:
-        raise walk_error(f"mount target {path}", parent, err) from err
-    try:
-        fd = posix.open(name, posix.O_PATH | posix.O_NOFOLLOW | posix.O_CLOEXEC, dir_fd=parent_fd)
+        fd, reached = fsutil.walk_existing(root, parents)
     except OSError as err:
         raise walk_error(f"mount target {path}", path, err) from err
     finally:
-        posix.close(parent_fd)
+        posix.close(root)
     try:
+        if name and reached == len(parents):
+            try:
+                target = posix.open(
+                    name, posix.O_PATH | posix.O_NOFOLLOW | posix.O_CLOEXEC, dir_fd=fd
+                )
+            except FileNotFoundError:
+                pass  # made later: what lies here now is its parent
+            except OSError as err:
+                raise walk_error(f"mount target {path}", path, err) from err
+            else:
+                posix.close(fd)
+                fd = target
+                if stat.S_ISLNK(posix.fstat(fd).st_mode):
+                    raise walk_error(f"mount target {path}", path, OSError(errno.ELOOP, ""))
         return fsutil.mount_id(fd)
     finally:
         posix.close(fd)
