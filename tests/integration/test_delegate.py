@@ -16,7 +16,16 @@ from typing import Any
 import pytest
 
 from tests.compat.harness import crun_client_path, runc_like_spec
-from tests.helpers import Hostjob, base_config, make_bundle, make_rootfs, new_id, require_peer
+from tests.helpers import (
+    Hostjob,
+    base_config,
+    cgroup_dirs,
+    job_file,
+    make_bundle,
+    make_rootfs,
+    new_id,
+    require_peer,
+)
 
 CONFINED = {"io.hostjob.job-container": "false"}
 
@@ -70,7 +79,7 @@ def test_a_confined_container_through_its_whole_life(hj: Hostjob, tmp_path: Path
     hj.ok("resume", cid)
     assert hj.status(cid) == "running"
     hj.ok("update", "--pids-limit", "42", cid)
-    assert Path(f"/sys/fs/cgroup/pids/{cid}/pids.max").read_text() == "42\n"
+    assert job_file(f"/{cid}", ("pids", "pids.max"), "pids.max").read_text() == "42\n"
     stats = json.loads(hj.ok("events", "--stats", cid))
     assert stats["type"] == "stats" and stats["id"] == cid
 
@@ -91,7 +100,7 @@ def test_a_confined_container_through_its_whole_life(hj: Hostjob, tmp_path: Path
     assert not os.path.lexists(hj.root / cid)
     assert not os.path.lexists(hj.root / ".delegate"), "runc's empty state root is tidied"
     assert "does not exist" in hj.fail("state", cid)
-    assert not Path(f"/sys/fs/cgroup/pids/{cid}").exists()
+    assert cgroup_dirs(f"/{cid}") == []
 
 
 def test_the_configured_runtime_runs_it(hj: Hostjob, tmp_path: Path) -> None:

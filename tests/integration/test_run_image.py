@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 
 from hostjob.images.pack import pack
-from tests.helpers import BUSYBOX, Hostjob, cgroup_dirs, hostjob_env, mounts_under, new_id
+from tests.helpers import (
+    BUSYBOX,
+    Hostjob,
+    cgroup_dirs,
+    hostjob_env,
+    job_file,
+    mounts_under,
+    new_id,
+)
 
 
 @pytest.fixture(scope="module")
@@ -192,12 +200,12 @@ def test_limits_and_volumes(hj: Hostjob, image: str, store: str, tmp_path: Path)
     cid = new_id()
     hj.ok("run", "-d", "-q", "--store", store, "--name", cid, "--memory", "64m", "--cpus", "0.5",
           "--pids-limit", "20", "-v", f"{data}:/srv/data:ro", image, "sleep", "300")  # fmt: skip
-    base = "/sys/fs/cgroup"
-    assert Path(f"{base}/memory/hostjob/{cid}/memory.limit_in_bytes").read_text().strip() == str(
-        64 << 20
-    )
-    assert Path(f"{base}/cpu/hostjob/{cid}/cpu.cfs_quota_us").read_text().strip() == "50000"
-    assert Path(f"{base}/pids/hostjob/{cid}/pids.max").read_text().strip() == "20"
+    job = f"/hostjob/{cid}"
+    memory = job_file(job, ("memory", "memory.limit_in_bytes"), "memory.max")
+    assert memory.read_text().strip() == str(64 << 20)
+    cpu = job_file(job, ("cpu", "cpu.cfs_quota_us"), "cpu.max").read_text().split()
+    assert cpu[0] == "50000"
+    assert job_file(job, ("pids", "pids.max"), "pids.max").read_text().strip() == "20"
     assert hj.ok("exec", cid, "cat", "$CONTAINER_SANDBOX_MOUNT_POINT/srv/data/f") == "volume\n"
     hj.ok("delete", "--force", cid)
     assert leftovers(hj, cid, store) == []
