@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,7 @@ from hostjob.cgroups.driver import open_manager
 from hostjob.cgroups.resources import cpu_shares_to_weight
 from hostjob.errors import CgroupError, ConfigError, MissingController
 from hostjob.spec.runtime import Resources
+from tests.helpers import wait_for
 from tests.unit.cgroups.fakefs import FakeCgroup2
 
 Spawn = Callable[..., subprocess.Popen[bytes]]
@@ -400,15 +402,18 @@ def test_wait_empty(fake2: FakeCgroup2, spawn: Spawn) -> None:
     p.wait()
 
 
-def test_terminate_escalates_to_sigkill(fake2: FakeCgroup2, spawn: Spawn) -> None:
+def test_terminate_escalates_to_sigkill(fake2: FakeCgroup2, spawn: Spawn, tmp_path: Path) -> None:
     m = manager(fake2)
     m.create()
+    ready = tmp_path / "ignoring"
     stubborn = spawn(
         sys.executable,
         "-c",
-        "import signal,time; signal.signal(15, signal.SIG_IGN); time.sleep(60)",
+        "import signal,time; signal.signal(15, signal.SIG_IGN);"
+        f" open({str(ready)!r}, 'w').close(); time.sleep(60)",
     )
-    time.sleep(0.3)  # let it install the handler
+    # SIGTERM must find the handler in place: a fixed pause is too short on a slow host.
+    assert wait_for(ready.exists, timeout=30)
     m.add(stubborn.pid)
     start = time.monotonic()
     assert m.terminate(grace=0.3)
