@@ -143,7 +143,7 @@ def _action(document: dict[str, Any], key: str, where: str, required: bool) -> N
             "SCMP_ACT_NOTIFY needs a seccomp agent, which hostjob does not support",
             f"{where}.{key}",
         )
-    if value not in ACTIONS:
+    if type(value) is not str or value not in ACTIONS:  # a list or an object is no key
         raise ConfigError(f"unknown action {value!r}", f"{where}.{key}")
 
 

@@ -26,6 +26,8 @@ def profile(
     [
         ({}, "linux.seccomp.defaultAction", "unknown action None"),
         ({"defaultAction": "SCMP_ACT_BOGUS"}, "linux.seccomp.defaultAction", "unknown action"),
+        ({"defaultAction": {}}, "linux.seccomp.defaultAction", "unknown action {}"),
+        ({"defaultAction": ["x"]}, "linux.seccomp.defaultAction", "unknown action"),
         ({"defaultAction": "SCMP_ACT_NOTIFY"}, "linux.seccomp.defaultAction", "seccomp agent"),
         (
             profile(listenerPath="/run/agent.sock"),
@@ -36,6 +38,7 @@ def profile(
         (profile(flags=["SECCOMP_FILTER_FLAG_NOPE"]), "linux.seccomp.flags[0]", "NOPE"),
         (profile({"names": [], "action": "SCMP_ACT_ERRNO"}), "syscalls[0].names", "names"),
         (profile({"names": ["read"], "action": "X"}), "syscalls[0].action", "unknown action"),
+        (profile({"names": ["read"], "action": {}}), "syscalls[0].action", "unknown action"),
         (
             profile({"names": ["read"], "action": "SCMP_ACT_ERRNO", "errnoRet": -1}),
             "syscalls[0].errnoRet",
