@@ -8,7 +8,7 @@ dependency, and a type named from above is a dependency on what is above):
 * no cycle between modules, whatever their package;
 * no module imports one of a higher layer:
 
-    leaf helpers (errors, flock, fsutil, jsonio, log, linux, mountinfo, units, faults,
+    leaf helpers (errors, flock, fsutil, fsremove, jsonio, log, linux, mountinfo, units, faults,
                   codepack, codepack_build, codepack_slot, paths, env, signals)
       <- spec <- job <- config <- cgroups <- runtime <- daemon <- images <- cli
 
@@ -44,6 +44,7 @@ LAYERS: dict[str, tuple[int, int]] = {
             "hostjob.errors",
             "hostjob.faults",
             "hostjob.flock",
+            "hostjob.fsremove",
             "hostjob.fsutil",
             "hostjob.jsonio",
             "hostjob.linux",
@@ -385,7 +386,6 @@ MAX_LINES = 500
 # Modules still over the limit, each at most its size today: the list may only shrink
 # (a module cut below the limit leaves it, and a new one never joins it).
 OVER_THE_LIMIT = {
-    "hostjob.fsutil": 550,  # file primitives: atomic writes, fd-relative walks, removal
     "hostjob.spec.runtime": 677,  # the runtime-spec's wire models, one table each
 }
 
