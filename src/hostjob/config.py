@@ -27,9 +27,12 @@ if TYPE_CHECKING:
     from typing import Any
 
     from hostjob.spec import runtime as wire
+    from hostjob.spec.resources import Resources
+    from hostjob.spec.windows import WindowsResources
 
-# hostjob.spec.runtime (the wire models) and hostjob.linux (capability names) are imported
-# by the functions that convert: commands that only read a container's record never need them.
+# hostjob.spec's wire models (runtime, resources, windows) and hostjob.linux (capability
+# names) are imported by the functions that convert: commands that only read a container's
+# record never need them.
 
 MOUNT_MODES = ("host", "bind")
 DEFAULT_BIND_MOUNT_POINT = "/hpc"
@@ -109,6 +112,7 @@ def to_job_config(
     ``defaults``: the operator's (``DEFAULT_FLAGS``), by the annotation each stands
     for, taken where the config's annotations do not say."""
     from hostjob.spec import runtime as wire
+    from hostjob.spec.resources import check_unified
 
     annotations = dict(spec.annotations or {})
     if not is_job_container(annotations):
@@ -144,7 +148,7 @@ def to_job_config(
             resources, from_windows(windows.resources, host.cpus, host.layer_device)
         )
     if resources is not None and resources.unified:
-        wire.check_unified(resources.unified)
+        check_unified(resources.unified)
     if linux.seccomp is not None:
         from hostjob import seccomp
 
@@ -416,12 +420,12 @@ def cpu_weight_to_shares(weight: int) -> int:
 
 
 def from_windows(
-    res: wire.WindowsResources, host_cpus: int, io_device: tuple[int, int] | None
-) -> wire.Resources:
+    res: WindowsResources, host_cpus: int, io_device: tuple[int, int] | None
+) -> Resources:
     """The Linux resources that give a job container what ``windows.resources`` asks."""
-    from hostjob.spec import runtime as wire
+    from hostjob.spec.resources import CPU, BlockIO, Memory, Resources, ThrottleDevice
 
-    out = wire.Resources()
+    out = Resources()
     host_cpus = max(host_cpus, 1)
     cpu = res.cpu
     if cpu is not None:
@@ -439,7 +443,7 @@ def from_windows(
                     f" {host_cpus} CPUs: using {host_cpus}"
                 )
                 count = host_cpus
-            out.cpu = wire.CPU(quota=count * DEFAULT_CFS_PERIOD, period=DEFAULT_CFS_PERIOD)
+            out.cpu = CPU(quota=count * DEFAULT_CFS_PERIOD, period=DEFAULT_CFS_PERIOD)
         elif maximum:
             if maximum > 10000:
                 raise ConfigError(
@@ -447,15 +451,15 @@ def from_windows(
                     "windows.resources.cpu.maximum",
                 )
             quota = maximum * host_cpus * DEFAULT_CFS_PERIOD // 10000
-            out.cpu = wire.CPU(quota=max(quota, MIN_QUOTA), period=DEFAULT_CFS_PERIOD)
+            out.cpu = CPU(quota=max(quota, MIN_QUOTA), period=DEFAULT_CFS_PERIOD)
         elif shares:
             if shares > 10000:
                 raise ConfigError(
                     f"{shares} is out of range [0, 10000]", "windows.resources.cpu.shares"
                 )
-            out.cpu = wire.CPU(shares=cpu_weight_to_shares(shares))
+            out.cpu = CPU(shares=cpu_weight_to_shares(shares))
     if res.memory is not None and res.memory.limit:
-        out.memory = wire.Memory(limit=res.memory.limit)
+        out.memory = Memory(limit=res.memory.limit)
     storage = res.storage
     if storage is not None and (storage.iops or storage.bps):
         if io_device is None:
@@ -464,20 +468,20 @@ def from_windows(
             )
         else:
             major, minor = io_device
-            block_io = wire.BlockIO()
+            block_io = BlockIO()
             if storage.iops:
                 block_io.throttle_read_iops_device = [
-                    wire.ThrottleDevice(major=major, minor=minor, rate=storage.iops)
+                    ThrottleDevice(major=major, minor=minor, rate=storage.iops)
                 ]
                 block_io.throttle_write_iops_device = [
-                    wire.ThrottleDevice(major=major, minor=minor, rate=storage.iops)
+                    ThrottleDevice(major=major, minor=minor, rate=storage.iops)
                 ]
             if storage.bps:
                 block_io.throttle_read_bps_device = [
-                    wire.ThrottleDevice(major=major, minor=minor, rate=storage.bps)
+                    ThrottleDevice(major=major, minor=minor, rate=storage.bps)
                 ]
                 block_io.throttle_write_bps_device = [
-                    wire.ThrottleDevice(major=major, minor=minor, rate=storage.bps)
+                    ThrottleDevice(major=major, minor=minor, rate=storage.bps)
                 ]
             out.block_io = block_io
     if storage is not None and storage.sandbox_size:

@@ -6,7 +6,7 @@ Plain typed records (``Model`` subclasses, so that the record can store them as
 JSON). They hold decisions, not wire data: the mount point and mode are decided,
 volumes are the bind mounts that apply, hooks are checked, the user and
 capabilities are validated. Only the resources keep runtime-spec's own shape
-(``hostjob.spec.runtime.Resources``: the cgroup managers read that shape), decoded
+(``hostjob.spec.resources.Resources``: the cgroup managers read that shape), decoded
 from the record once, the first time a command asks for them.
 
 On every runtime command's path (each decodes a record): ``errors`` and
@@ -32,7 +32,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.spec.runtime import Resources
+    from hostjob.spec.resources import Resources
 
 
 class Rlimit(Model):
@@ -256,7 +256,7 @@ class JobConfig(Model):
         except AttributeError:  # decoded from a record: nothing typed yet
             cached = self._resources = None
         if cached is None and self.resources_json is not None:
-            from hostjob.spec.runtime import Resources
+            from hostjob.spec.resources import Resources
 
             self._resources = Resources.decode(self.resources_json, "resources")
         return self._resources

@@ -26,7 +26,7 @@ from hostjob.cgroups.driver import open_manager
 from hostjob.errors import CgroupExists, ConfigError
 from hostjob.runtime.container import Container
 from hostjob.runtime.verbs import create as create_module
-from hostjob.spec.runtime import Resources
+from hostjob.spec.resources import Resources
 from tests.helpers import Hostjob, base_config, new_id, proc_cgroup
 from tests.unit.cgroups.fakefs import FakeCgroup2
 

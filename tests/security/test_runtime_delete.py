@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hostjob import fsutil
+from hostjob import fsremove
 from hostjob.images.pack import pack
 from hostjob.images.rootfs import rw_dir
 from hostjob.images.store import Store
@@ -164,7 +164,7 @@ def _volume_bundle(bundle: Callable[..., Path], tmp_path: Path) -> tuple[Path, P
 
 
 def _reset_volume_rootfs(rootfs: Path) -> None:
-    fsutil.remove_tree(str(rootfs / "a"))
+    fsremove.remove_tree(str(rootfs / "a"))
     (rootfs / "a" / "b" / "c" / "vol").mkdir(parents=True)
     _chown_tree(rootfs / "a")
 
@@ -235,7 +235,7 @@ def owned_parent(tmp_path: Path, request: pytest.FixtureRequest):  # type: ignor
 def _reset_home(home: Path, outside: Path) -> None:
     """Back to: no x (hostjob makes it), s -> outside."""
     for name in ("x", "s"):
-        fsutil.remove_tree(str(home / name))
+        fsremove.remove_tree(str(home / name))
     (home / "s").symlink_to(outside)
     os.lchown(home / "s", *NOBODY)
 

@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from hostjob import fsutil, linux
+from hostjob import fsremove, linux
 from tests.helpers import Hostjob, base_config, new_id
 from tests.security.racers import open_up, racing, snapshot
 
@@ -101,7 +101,7 @@ def _creates_under_a_racer(
     racer still runs. The caller looks at each result and deletes the container."""
     rootfs = b / "rootfs"
     for _ in range(rounds):
-        fsutil.remove_tree(str(rootfs / "a"))
+        fsremove.remove_tree(str(rootfs / "a"))
         (rootfs / "a").mkdir()
         os.chown(rootfs / "a", *NOBODY)
         cid = new_id("sec")

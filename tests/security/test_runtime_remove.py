@@ -3,7 +3,7 @@
 ``delete`` removes a container's writable layer and its state directory. A process
 that can still write there (through an fd into a lazily unmounted overlay, say)
 swaps a directory for a symlink to a canary while the removal runs. The path-based
-removal hostjob had deleted the canary's files; ``hostjob.fsutil.remove_tree`` walks
+removal hostjob had deleted the canary's files; ``hostjob.fsremove.remove_tree`` walks
 with directory fds and ``O_NOFOLLOW`` and never leaves the tree, nor crosses into a
 mount below it.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hostjob import fsutil
+from hostjob import fsremove
 from hostjob.errors import MountError
 from tests.security.racers import (
     attack_attempts,
@@ -66,7 +66,7 @@ def test_a_racer_beats_path_based_removal(tmp_path: Path) -> None:
                 path_based_remove_tree(str(top))
             except OSError:
                 pass
-        fsutil.remove_tree(str(top))
+        fsremove.remove_tree(str(top))
         if len(os.listdir(canary)) < 21:
             return  # the canary lost files: the racer works
     pytest.fail(f"the racer never beat the path-based removal in {attempt + 1} attempts")
@@ -78,7 +78,7 @@ def test_remove_tree_never_leaves_the_tree_under_a_racer(tmp_path: Path) -> None
     for attempt in range(DEFENCE_ATTEMPTS):
         top = tmp_path / f"top{attempt}"
         with racing(_tree(top, canary)):
-            fsutil.remove_tree(str(top))
+            fsremove.remove_tree(str(top))
         assert not os.path.lexists(top)
         assert snapshot(str(canary)) == before, f"attempt {attempt} touched the canary"
 
@@ -97,7 +97,7 @@ def test_remove_tree_as_the_racer_is_an_unprivileged_user(tmp_path: Path) -> Non
         for _d, link in pairs:
             os.lchown(link, 65534, 65534)
         with racing(pairs, user=(65534, 65534)):
-            fsutil.remove_tree(str(top))
+            fsremove.remove_tree(str(top))
         assert not os.path.lexists(top)
     assert snapshot(str(canary)) == before
 
@@ -107,7 +107,7 @@ def test_a_symlink_given_as_the_tree_is_removed_not_followed(tmp_path: Path) -> 
     before = snapshot(str(canary))
     link = tmp_path / "rw"
     link.symlink_to(canary)
-    fsutil.remove_tree(str(link))
+    fsremove.remove_tree(str(link))
     assert not os.path.lexists(link)
     assert snapshot(str(canary)) == before
 
@@ -130,12 +130,12 @@ def test_remove_tree_stops_at_a_mount_point(tmp_path: Path, kind: str) -> None:
         subprocess.run(["mount", "--bind", str(victim), str(top / "a" / "mnt")], check=True)
     try:
         with pytest.raises(MountError, match=r"a/mnt: it is a mount point"):
-            fsutil.remove_tree(str(top))
+            fsremove.remove_tree(str(top))
         assert (top / "a" / "mnt" / "precious").read_text() == "keep me"
     finally:
         subprocess.run(["umount", str(top / "a" / "mnt")], check=True)
     assert (victim / "precious").read_text() == "keep me"
-    fsutil.remove_tree(str(top))
+    fsremove.remove_tree(str(top))
     assert not top.exists()
 
 
@@ -153,6 +153,6 @@ def test_remove_tree_of_a_very_deep_tree(tmp_path: Path) -> None:
         fd = child
     os.close(fd)
     open_before = len(os.listdir("/proc/self/fd"))
-    fsutil.remove_tree(str(top))
+    fsremove.remove_tree(str(top))
     assert not top.exists()
     assert len(os.listdir("/proc/self/fd")) == open_before

@@ -22,6 +22,7 @@ from hostjob.job import JobConfig, ProcessConfig, merge_resources
 from hostjob.pods import confined_namespaces, is_job_container
 from hostjob.spec import OCI_VERSION
 from hostjob.spec import runtime as wire
+from hostjob.spec.resources import Resources
 from tests.helpers import base_config
 
 BUNDLE = "/srv/bundles/b1"
@@ -758,8 +759,8 @@ def test_unknown_capabilities_are_refused() -> None:
 # --- merge_resources ---------------------------------------------------------------------
 
 
-def resources(data: dict[str, Any]) -> wire.Resources:
-    decoded: wire.Resources = wire.Resources.decode(data)
+def resources(data: dict[str, Any]) -> Resources:
+    decoded: Resources = Resources.decode(data)
     return decoded
 
 

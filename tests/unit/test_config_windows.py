@@ -10,7 +10,7 @@ from hostjob import log
 from hostjob.cgroups.resources import cpu_shares_to_weight
 from hostjob.config import cpu_weight_to_shares, from_windows
 from hostjob.errors import ConfigError
-from hostjob.spec.runtime import WindowsResources
+from hostjob.spec.windows import WindowsResources
 
 
 @given(st.integers(min_value=1, max_value=10000))

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hostjob.errors import ConfigError
+from hostjob.spec import resources
 from hostjob.spec import runtime as wire
 from tests.helpers import base_config
 
@@ -45,7 +46,9 @@ def test_full_config_round_trip() -> None:
 
 def test_explicit_field_names() -> None:
     names = {
-        key for cls in (wire.Memory, wire.Resources, wire.IDMapping) for key, _a, _d in cls.FIELDS
+        key
+        for cls in (resources.Memory, resources.Resources, wire.IDMapping)
+        for key, _a, _d in cls.FIELDS
     }
     assert {"disableOOMKiller", "kernelTCP", "blockIO", "containerID", "hugepageLimits"} <= names
 

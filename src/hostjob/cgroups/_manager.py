@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from hostjob.spec.runtime import Resources
+    from hostjob.spec.resources import Resources
 
 # Upper bounds that keep every loop finite.
 _SIGNAL_ROUNDS = 100

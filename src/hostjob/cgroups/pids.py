@@ -9,7 +9,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.spec.runtime import Pids
+    from hostjob.spec.resources import Pids
 
 
 def apply(d: Dir, p: Pids) -> None:

@@ -16,7 +16,7 @@ from hostjob.errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hostjob.spec.runtime import Resources
+    from hostjob.spec.resources import Resources
 
 SHARES_MIN = 2
 SHARES_MAX = 262144
@@ -147,7 +147,7 @@ def validate(res: Resources, version: int) -> None:
                     f"{_R}.hugepageLimits[{i}].pageSize",
                 )
     if res.unified:
-        from hostjob.spec.runtime import check_unified
+        from hostjob.spec.resources import check_unified
 
         check_unified(res.unified)
         if version == 1:

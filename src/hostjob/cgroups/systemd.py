@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from hostjob.dbus import Connection
-    from hostjob.spec.runtime import Resources
+    from hostjob.spec.resources import Resources
 
     Property = tuple[str, tuple[str, Any]]  # (name, (signature, value))
 
@@ -98,7 +98,7 @@ def split(resources: Resources | None) -> tuple[list[Property], Resources | None
     """(the unit properties systemd has for ``resources``, what is left of them for the
     cgroup's files). The conversions are the v2 manager's own (``cgroups.resources``)."""
     from hostjob.cgroups import resources as convert
-    from hostjob.spec.runtime import Resources as Model
+    from hostjob.spec.resources import Resources as Model
 
     if resources is None:
         return [], None

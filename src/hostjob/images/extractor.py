@@ -163,10 +163,10 @@ class Extractor:
         except FileNotFoundError:
             return
         if stat.S_ISDIR(st.st_mode):
-            from hostjob import fsutil
+            from hostjob import fsremove
 
             self.forget(parts)
-            fsutil.remove_entry(parent_fd, name)
+            fsremove.remove_entry(parent_fd, name)
         else:
             os.unlink(name, dir_fd=parent_fd)
 

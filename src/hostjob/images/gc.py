@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import stat
 
-from hostjob import fsutil
+from hostjob import fsremove
 from hostjob.errors import ImageError, InvalidArgument
 from hostjob.images import root as storedir
 from hostjob.spec import image as spec
@@ -211,7 +211,7 @@ class Collector:
                             continue
                         path = os.path.join(folder, entry)
                         freed.bytes += tree_size(path)
-                        fsutil.remove_tree(path)
+                        fsremove.remove_tree(path)
                         if entry.startswith("."):
                             continue  # a killed writer's temp: not a blob or layer
                         if top == "blobs":
@@ -219,7 +219,7 @@ class Collector:
                         else:
                             freed.layers += 1
             for entry in storedir.listdir(self.root.join("locks")):
-                fsutil.remove_tree(self.root.join("locks", entry))
+                fsremove.remove_tree(self.root.join("locks", entry))
         return freed
 
     def discard(self, blobs: list[str], layers: list[str]) -> Freed:
@@ -243,7 +243,7 @@ class Collector:
                     path = self.root.join(top, algorithm, encoded)
                     if os.path.lexists(path):
                         freed.bytes += tree_size(path)
-                        fsutil.remove_tree(path)
+                        fsremove.remove_tree(path)
                         if top == "blobs":
                             freed.blobs += 1
                         else:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from hostjob import fsutil
+from hostjob import fsremove, fsutil
 from hostjob.errors import ImageError, ImageNotFound
 from hostjob.images import root as storedir
 from hostjob.images.content import split_digest
@@ -170,7 +170,7 @@ class LayerCache:
             if self.has(diff_id):
                 return False
             if os.path.lexists(dest):  # a leftover without layer.json: not a layer
-                fsutil.remove_tree(dest)
+                fsremove.remove_tree(dest)
             # A killed unpack's temp dir (``unpack_to`` names it after the layer).
             storedir.remove_stale(os.path.dirname(dest), f".tmp-{encoded}-")
 

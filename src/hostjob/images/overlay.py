@@ -213,9 +213,9 @@ def _mount_shortnames(
             reason = os.strerror(code) if 0 < code < 255 else "helper failed"
             raise _Failed(f"cannot mount overlay at {target}: {reason}", code)
     finally:
-        from hostjob import fsutil
+        from hostjob import fsremove
 
-        fsutil.remove_tree(links, ignore_errors=True)
+        fsremove.remove_tree(links, ignore_errors=True)
 
 
 def unmount(target: str) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from hostjob import fsutil
+from hostjob import fsremove
 from hostjob.errors import ImageError, InvalidArgument, InvalidReference
 from hostjob.images import reference as refs
 from hostjob.images.archive import CHUNK, write_layer
@@ -198,7 +198,7 @@ def pack(
         packed = to_layout(f"oci:{layout}:pack")
         pushed = push.push(f"oci:{layout}:pack", to, **(push_options or {}))
     finally:
-        fsutil.remove_tree(layout, ignore_errors=True)
+        fsremove.remove_tree(layout, ignore_errors=True)
     packed.reference = pushed.reference
     return packed
 
@@ -320,7 +320,7 @@ def _pack_layout(
         if base_image is not None:
             base_image.close()
         if workdir_tmp is not None:
-            fsutil.remove_tree(workdir_tmp, ignore_errors=True)
+            fsremove.remove_tree(workdir_tmp, ignore_errors=True)
     return PackResult(
         str(target),
         manifest_digest,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import stat
 
-from hostjob import fsutil, jsonio
+from hostjob import fsremove, fsutil, jsonio
 from hostjob.errors import PermissionDenied
 
 TYPE_CHECKING = False
@@ -123,4 +123,4 @@ def remove_stale(folder: str, prefix: str) -> None:
     their owner's lock is held, so none of them is being written)."""
     for entry in listdir(folder):
         if entry.startswith(prefix):
-            fsutil.remove_tree(os.path.join(folder, entry))
+            fsremove.remove_tree(os.path.join(folder, entry))

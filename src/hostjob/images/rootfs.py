@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from hostjob import faults, fsutil
+from hostjob import faults, fsremove, fsutil
 from hostjob.errors import MountError
 from hostjob.images.gc import ContainerRef
 from hostjob.images.overlay import mount_overlay, unmount
@@ -61,7 +61,7 @@ class ContainerRootfs:
             raise MountError(f"{self.target} is already a mount point")
         if os.path.exists(self.rw_dir):
             # fd-relative, never across a mount: the upper dir holds what a container wrote.
-            fsutil.remove_tree(self.rw_dir)
+            fsremove.remove_tree(self.rw_dir)
         fsutil.ensure_dir(os.path.dirname(self.rw_dir), 0o700)  # rw/: root's, whatever the umask
         os.mkdir(self.rw_dir, 0o700)
         os.mkdir(self.upper, 0o755)
@@ -78,13 +78,13 @@ class ContainerRootfs:
                 layers, self.upper, self.work, self.target, volatile=volatile, method=method
             )
         except BaseException:
-            fsutil.remove_tree(self.rw_dir, ignore_errors=True)
+            fsremove.remove_tree(self.rw_dir, ignore_errors=True)
             raise
 
     def unmount(self, remove_target: bool = False) -> None:
         unmount(self.target)
         if os.path.lexists(self.rw_dir):
-            fsutil.remove_tree(self.rw_dir, ignore_errors=True)
+            fsremove.remove_tree(self.rw_dir, ignore_errors=True)
         if remove_target:
             try:
                 os.rmdir(self.target)

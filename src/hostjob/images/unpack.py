@@ -178,7 +178,7 @@ def unpack_to(
     """
     import tempfile
 
-    from hostjob import fsutil
+    from hostjob import fsremove
 
     parent, name = os.path.split(dest.rstrip("/"))
     # Named after ``dest`` in full: the store removes a killed unpack's leftover by it.
@@ -202,6 +202,6 @@ def unpack_to(
         os.chmod(tmp, 0o755)
         os.rename(tmp, dest)
     except BaseException:
-        fsutil.remove_tree(tmp, ignore_errors=True)
+        fsremove.remove_tree(tmp, ignore_errors=True)
         raise
     return stats

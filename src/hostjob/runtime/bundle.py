@@ -21,6 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.job import JobConfig, ProcessConfig
     from hostjob.spec import runtime as wire
+    from hostjob.spec.resources import Resources
 
 
 def read_json(path: str, what: str) -> object:
@@ -162,11 +163,9 @@ def load_process(path: str) -> ProcessConfig:
     return config.process_config(wire.Process.decode(data, "process"), "process")
 
 
-def load_resources(path: str) -> wire.Resources:
+def load_resources(path: str) -> Resources:
     """``update --resources FILE`` (``-`` for stdin): a runtime-spec LinuxResources."""
-    from hostjob.spec import runtime as wire
+    from hostjob.spec.resources import Resources
 
-    resources: wire.Resources = wire.Resources.decode(
-        read_json(path, "resources JSON"), "resources"
-    )
+    resources: Resources = Resources.decode(read_json(path, "resources JSON"), "resources")
     return resources

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from hostjob.runtime.launch.spawn import Child
     from hostjob.runtime.verbs.create import CreateOptions
     from hostjob.runtime.verbs.execute import ExecOptions
-    from hostjob.spec import runtime as wire
+    from hostjob.spec import resources as wire
     from hostjob.spec.state import State
 
 __all__ = ["Container", "Status"]

@@ -378,22 +378,22 @@ class StateStore:
         """Remove the container's directory and everything hostjob put in it.
 
         An image container's rootfs mount below it is detached first; the removal
-        itself is fd-relative and never crosses into a mount (``fsutil.remove_tree``):
+        itself is fd-relative and never crosses into a mount (``fsremove.remove_tree``):
         what a container wrote into its rootfs cannot redirect it."""
         path = self.dir(container_id)
         if not paths.lexists(path):
             return
-        from hostjob import fsutil
+        from hostjob import fsremove
 
         if not _has_directory(path):
             # The common case needs no look at mountinfo: no mount point below.
             try:
-                fsutil.remove_tree(path)
+                fsremove.remove_tree(path)
                 return
             except OSError:
                 pass  # a mount on one of its files after all: the careful way
         _unmount_under(path)
-        fsutil.remove_tree(path)
+        fsremove.remove_tree(path)
 
 
 def _has_directory(path: str) -> bool:

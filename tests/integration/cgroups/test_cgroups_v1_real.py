@@ -15,7 +15,7 @@ import pytest
 import hostjob.cgroups as cg
 from hostjob.cgroups.driver import open_manager
 from hostjob.errors import CgroupError
-from hostjob.spec.runtime import Resources
+from hostjob.spec.resources import Resources
 from tests.integration.cgroups.conftest import Spawn, cat, cgroups_of, gone, leftovers, wait_gone
 
 pytestmark = pytest.mark.skipif(

@@ -17,7 +17,7 @@ import pytest
 import hostjob.cgroups as cg
 from hostjob.cgroups.driver import open_manager
 from hostjob.errors import MissingController
-from hostjob.spec.runtime import Resources
+from hostjob.spec.resources import Resources
 from tests.integration.cgroups.conftest import Spawn, cat, leftovers, wait_gone
 
 UNIFIED = cg.detect().unified

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from hostjob.cgroups import resources as r
 from hostjob.errors import ConfigError
-from hostjob.spec.runtime import Resources
+from hostjob.spec.resources import Resources
 
 
 def res(data: dict[str, object]) -> Resources:

@@ -12,7 +12,7 @@ import pytest
 
 from hostjob.cgroups import resolve_path, systemd
 from hostjob.errors import CgroupError, ConfigError
-from hostjob.spec.runtime import Resources
+from hostjob.spec.resources import Resources
 
 
 def res(data: dict) -> Resources:  # type: ignore[type-arg]

@@ -13,7 +13,7 @@ import pytest
 import hostjob.cgroups as cg
 from hostjob.cgroups.driver import open_manager
 from hostjob.errors import CgroupError, ConfigError, MissingController
-from hostjob.spec.runtime import Resources
+from hostjob.spec.resources import Resources
 from tests.unit.cgroups.fakefs import FakeCgroup1, FakeCgroup2
 
 Spawn = Callable[..., subprocess.Popen[bytes]]

@@ -18,7 +18,7 @@ import hostjob.errors as cg_errors
 from hostjob.cgroups.driver import open_manager
 from hostjob.cgroups.resources import cpu_shares_to_weight
 from hostjob.errors import CgroupError, ConfigError, MissingController
-from hostjob.spec.runtime import Resources
+from hostjob.spec.resources import Resources
 from tests.helpers import wait_for
 from tests.unit.cgroups.fakefs import FakeCgroup2
 

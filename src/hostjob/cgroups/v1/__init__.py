@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from hostjob.cgroups import Mounts
-    from hostjob.spec.runtime import CPU, Resources
+    from hostjob.spec.resources import CPU, Resources
 
 
 def _cpu_set(c: CPU) -> bool:

@@ -9,7 +9,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.spec.runtime import BlockIO
+    from hostjob.spec.resources import BlockIO
 
 
 def apply(d: Dir, b: BlockIO) -> None:

@@ -12,7 +12,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.spec.runtime import CPU
+    from hostjob.spec.resources import CPU
 
 
 def apply(d: Dir, c: CPU) -> None:

@@ -12,7 +12,7 @@ from hostjob.cgroups._fs import Dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hostjob.spec.runtime import CPU
+    from hostjob.spec.resources import CPU
 
 
 def new_parent(path: str) -> None:

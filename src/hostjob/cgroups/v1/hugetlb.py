@@ -11,7 +11,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.spec.runtime import HugepageLimit
+    from hostjob.spec.resources import HugepageLimit
 
 
 def apply(d: Dir, limits: list[HugepageLimit]) -> None:

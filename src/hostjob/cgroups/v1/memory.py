@@ -14,7 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.spec.runtime import Memory
+    from hostjob.spec.resources import Memory
 
 LIMIT = "memory.limit_in_bytes"
 MEMSW = "memory.memsw.limit_in_bytes"

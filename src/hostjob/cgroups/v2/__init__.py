@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from hostjob.spec.runtime import Resources
+    from hostjob.spec.resources import Resources
 
 
 class V2Manager(Manager):

@@ -6,7 +6,7 @@ from hostjob.cgroups._fs import Dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hostjob.spec.runtime import CPU
+    from hostjob.spec.resources import CPU
 
 
 def apply(d: Dir, c: CPU) -> None:

@@ -12,7 +12,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.spec.runtime import BlockIO, ThrottleDevice, WeightDevice
+    from hostjob.spec.resources import BlockIO, ThrottleDevice, WeightDevice
 
 
 def _weight(d: Dir, prefix: str, weight: int) -> None:

@@ -16,7 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.spec.runtime import Memory
+    from hostjob.spec.resources import Memory
 
 
 def apply(d: Dir, m: Memory) -> None:

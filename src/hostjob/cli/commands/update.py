@@ -11,7 +11,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context
-    from hostjob.spec import runtime as wire
+    from hostjob.spec import resources as wire
 
 COMMAND = Command(
     "update",
@@ -100,7 +100,7 @@ def resources_from_values(
     pids_limit: int | None = None,
 ) -> wire.Resources:
     """runc's single-value ``update`` flags as LinuxResources."""
-    from hostjob.spec import runtime as wire
+    from hostjob.spec import resources as wire
 
     out = wire.Resources()
     mem = wire.Memory(

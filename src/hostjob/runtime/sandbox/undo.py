@@ -39,7 +39,9 @@ def undo(entries: list[list[str]]) -> None:
         if kind == UNMOUNT:
             _unmount_all(path, int(entry[2]) if len(entry) > 2 and entry[2].isdigit() else -1)
         elif kind == REMOVE_TREE:
-            fsutil.remove_tree(path)
+            from hostjob import fsremove
+
+            fsremove.remove_tree(path)
         elif kind == RESTORE_DIR:
             _restore_dir(path)
         elif kind == RESTORE_FILE:

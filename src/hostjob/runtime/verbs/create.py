@@ -326,14 +326,14 @@ def _prepare_rootfs(
 def _prepare_output(container: Handle, daemon: DaemonConfig) -> tuple[str, str]:
     """``run -d IMAGE``: the log directory (root's, 0700; removed at delete) and the
     stdout/stderr FIFOs in the state directory; returns the FIFOs' paths."""
-    from hostjob import fsutil
+    from hostjob import fsremove, fsutil
     from hostjob.runtime.sandbox.undo import REMOVE_TREE
 
     log_dir = daemon.log_dir
     container.record_change([REMOVE_TREE, fsutil.canonical(log_dir)])
     fsutil.ensure_dir(paths.dirname(log_dir), 0o700)
     if paths.lexists(log_dir):  # a leftover of an earlier container of this name
-        fsutil.remove_tree(log_dir)
+        fsremove.remove_tree(log_dir)
     posix.mkdir(log_dir, 0o700)
     store = container.store
     fifos = (store.path(container.id, STDOUT_FIFO), store.path(container.id, STDERR_FIFO))
