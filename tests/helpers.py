@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import errno
 import json
 import os
 import shutil
@@ -11,7 +13,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +195,41 @@ def job_file(path: str, v1: tuple[str, str], v2: str) -> Path:
         return Path(CGROUP_ROOT, path.lstrip("/"), v2)
     controller, name = v1
     return Path(CGROUP_ROOT, controller, path.lstrip("/"), name)
+
+
+@contextlib.contextmanager
+def ext4_mount(base: Path, size: int = 128 << 20) -> Iterator[Path]:
+    """An ext4 filesystem of ``size`` bytes on a loop device, mounted at ``base/disk``
+    (mode 0755) while the block runs: a real block device, and user xattrs, which tmpfs
+    (where /tmp often is) lacks -- the one and, before 6.6, the other."""
+    image = base / "disk.img"
+    with open(image, "wb") as f:
+        f.truncate(size)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
+    mnt = base / "disk"
+    mnt.mkdir()
+    subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], check=True)
+    try:
+        mnt.chmod(0o755)
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+        image.unlink()
+
+
+def has_user_xattrs(path: Path) -> bool:
+    """Whether the filesystem of the directory ``path`` keeps ``user.*`` xattrs."""
+    probe = path / ".xattr-probe"
+    probe.touch()
+    try:
+        os.setxattr(probe, "user.probe", b"1")
+    except OSError as err:
+        if err.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise
+        return False
+    finally:
+        probe.unlink()
+    return True
 
 
 def cgroup_mountpoints() -> list[str]:

@@ -18,6 +18,7 @@ from tests.helpers import (
     alive,
     base_config,
     cgroup_dirs,
+    ext4_mount,
     hostjob_env,
     job_file,
     make_bundle,
@@ -296,18 +297,8 @@ def test_windows_resources(hj: Hostjob, bundle, windows: dict, expect: list) -> 
 def block_device(tmp_path: Path) -> Iterator[Path]:
     """An ext4 filesystem on a loop device, mounted: a writable layer on a real block
     device (tmpfs, where /tmp often is, has none)."""
-    image = tmp_path / "disk.img"
-    with open(image, "wb") as f:
-        f.truncate(64 << 20)
-    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], check=True)
-    try:
-        mnt.chmod(0o755)
+    with ext4_mount(tmp_path, 64 << 20) as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=True)
 
 
 def test_windows_storage_limits_the_writable_layers_device(hj: Hostjob, block_device: Path) -> None:

@@ -17,7 +17,18 @@ from hostjob.images.rootfs import ImageRootfs, unmount_image
 from tests.fixtures.images import write_layout
 from tests.fixtures.registry import skopeo_copy
 from tests.fixtures.tars import entry, make_tar
-from tests.helpers import require_peer
+from tests.helpers import ext4_mount, has_user_xattrs, require_peer
+
+
+@pytest.fixture
+def tmp_path(tmp_path):
+    """A temp dir that keeps user xattrs (the tree has one, and what unpacks it must keep
+    it): tmpfs before 6.6 has none, so there an ext4 filesystem on a loop device."""
+    if has_user_xattrs(tmp_path):
+        yield tmp_path
+    else:
+        with ext4_mount(tmp_path) as mnt:
+            yield mnt
 
 
 @pytest.fixture
