@@ -487,8 +487,9 @@ class Node:
             if os.path.lexists(self.shim_socket(pod.sandbox_id)):
                 bad.append(f"shim socket {self.shim_socket(pod.sandbox_id)}")
             bad += [f"shim {p}: {c[:100]}" for p, c in self.containerd.shims(pod.sandbox_id)]
-        needle = pod.cgroup_uid
-        bad += [f"process {p} in the pod's cgroups" for p in processes_in_cgroups(needle)]
+        # the UID as a cgroupfs pod cgroup spells it, and as a systemd slice name does
+        for needle in sorted({pod.uid, pod.uid.replace("-", "_")}):
+            bad += [f"process {p} in the pod's cgroups" for p in processes_in_cgroups(needle)]
         bad += [f"cgroup {d}" for d in harness.cgroup_dirs(pod.cgroup_parent)]
         return bad
 
@@ -535,12 +536,10 @@ class Pod:
         self.qos = _pod_qos(resources)
         qos_dir = "" if self.qos == "guaranteed" else f"/{self.qos}"
         self.cgroup_parent = f"{node.cgroup_root}/kubepods{qos_dir}/pod{self.uid}"
-        self.cgroup_uid = self.uid  # the UID as the pod's cgroup path spells it
         self.slice = ""  # the pod's slice under the systemd driver
         if node.cgroup_driver == "systemd":
-            self.cgroup_uid = self.uid.replace("-", "_")
             qos_part = "" if self.qos == "guaranteed" else f"-{self.qos}"
-            self.slice = f"kubepods{qos_part}-pod{self.cgroup_uid}.slice"
+            self.slice = f"kubepods{qos_part}-pod{self.uid.replace('-', '_')}.slice"
             self.cgroup_parent = slice_path(self.slice)
         self.resources = resources
         self.dir = node.root_dir / "pods" / self.uid
