@@ -8,6 +8,8 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import REPO
 
 from . import docker as harness_docker
@@ -34,11 +36,18 @@ def hostjob_binary(compat_workdir: Path) -> str:
     return str(harness.make_runtime("hostjob", compat_workdir).client_path)
 
 
-def test_containerd_parses_the_runtime_entry(tmp_path: Path, compat_workdir: Path) -> None:
+@pytest.mark.parametrize(
+    ("entry", "systemd"), [("containerd-config", False), ("containerd-config-systemd", True)]
+)
+def test_containerd_parses_the_runtime_entry(
+    tmp_path: Path, compat_workdir: Path, entry: str, systemd: bool
+) -> None:
+    """Both entries, a cgroupfs node's and a systemd node's (which tests/cri/
+    test_systemd_driver.py runs pods with in the VM lane)."""
     harness.ensure_peer("containerd", ["containerd"])
     binary = hostjob_binary(compat_workdir)
     config = tmp_path / "config.toml"
-    config.write_text(snippet("containerd-config").replace(DOC_BINARY, binary))
+    config.write_text(snippet(entry).replace(DOC_BINARY, binary))
     dump = subprocess.run(
         ["containerd", "--config", str(config), "config", "dump"],
         capture_output=True,
@@ -50,10 +59,15 @@ def test_containerd_parses_the_runtime_entry(tmp_path: Path, compat_workdir: Pat
         '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.hostjob]', 1
     )
     assert len(section) == 2, "containerd dropped the hostjob runtime entry"
-    entry = section[1].split("\n\n[plugins", 1)[0]
-    assert 'runtime_type = "io.containerd.runc.v2"' in entry
+    runtime = section[1].split("\n\n[plugins", 1)[0]
+    assert 'runtime_type = "io.containerd.runc.v2"' in runtime
     assert f'BinaryName = "{binary}"' in dump.stdout
-    assert '"io.hostjob.*"' in entry
+    assert '"io.hostjob.*"' in runtime
+    # one cgroup driver for every handler of a node (its kubelet has one)
+    for handler in ("hostjob", "runc"):
+        table = f'[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{handler}.options]'
+        options = dump.stdout.split(table, 1)[1].split("\n\n", 1)[0]
+        assert ("SystemdCgroup = true" in options) is systemd, (handler, options)
 
 
 def test_runtimeclass_and_pods_name_the_handler() -> None:

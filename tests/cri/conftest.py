@@ -11,6 +11,9 @@
   only); both images imported into namespace ``k8s.io``. At the end it is stopped, and anything
   left (tasks, mounts, shims, cgroups) fails the last test. Package scope: containerd and the
   gRPC channel end with this directory's tests, not with the whole session.
+  ``containerd_session`` is the same for a test file's own containerd configured by another
+  of the guide's entries (``test_systemd_driver.py``: ``containerd-config-systemd``), and
+  ``node_session`` a node's start and shutdown.
 * ``node`` (package) — a ``kubelet.Node`` on that containerd, with a private cgroup root.
 * ``runc_node`` (package) — the same for the ``runc`` handler (runc itself, its state root in
   the temp dir): the conformance suite's sanity handler.
@@ -79,14 +82,27 @@ def install_test_network(workdir: Path) -> None:
     )
 
 
-def cri_config(workdir: Path, hostjob: Path, runtime_root: Path, runc_root: Path) -> str:
-    """The CRI plugin's tables for ``harness.Containerd(cri=...)``."""
-    # The hostjob handler exactly as the operators' guide documents it, plus the shim's runtime
-    # root (default /run/containerd/runc, shared with every other containerd on the machine).
-    entry = snippet("containerd-config").replace(DOC_BINARY, str(hostjob))
+def cri_config(
+    workdir: Path,
+    hostjob: Path,
+    runtime_root: Path,
+    runc_root: Path,
+    guide_entry: str = "containerd-config",
+) -> str:
+    """The CRI plugin's tables for ``harness.Containerd(cri=...)``, with the operators'
+    guide's snippet ``guide_entry`` (``containerd-config-systemd``: a systemd node's)."""
+    # The handlers exactly as the operators' guide documents them, plus the shims' runtime
+    # roots (default /run/containerd/runc, shared with every other containerd on the machine).
+    entry = snippet(guide_entry).replace(DOC_BINARY, str(hostjob))
     entry = re.sub(r"^version = \d+\n", "", entry, flags=re.M)
     assert HANDLER_OPTIONS in entry, "the guide's containerd entry has no options table"
     entry = entry.replace(HANDLER_OPTIONS, f'{HANDLER_OPTIONS}  Root = "{runtime_root}"\n')
+    # runc's state in the temp dir too (the conformance suite's sanity handler), in the
+    # guide's options table for runc where it has one (a table may not be given twice)
+    if RUNC_OPTIONS in entry:
+        entry = entry.replace(RUNC_OPTIONS, f'{RUNC_OPTIONS}  Root = "{runc_root}"\n')
+    else:
+        entry += f'\n{RUNC_OPTIONS}  Root = "{runc_root}"\n'
     (workdir / "certs.d").mkdir(parents=True, exist_ok=True)
     install_test_network(workdir)
     return f"""
@@ -109,10 +125,7 @@ def cri_config(workdir: Path, hostjob: Path, runtime_root: Path, runc_root: Path
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = "{workdir}/certs.d"
 
-{entry}
-# runc's state in the temp dir too (the conformance suite's sanity handler)
-{RUNC_OPTIONS}  Root = "{runc_root}"
-"""
+{entry}"""
 
 
 # ---- images ---------------------------------------------------------------------------------
@@ -192,22 +205,31 @@ def cri_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="package")
 def cri_containerd(cri_workdir: Path, cri_images: CriImages) -> Iterator[harness.Containerd]:
+    yield from containerd_session(cri_workdir, cri_images)
+
+
+def containerd_session(
+    workdir: Path, images: CriImages, guide_entry: str = "containerd-config"
+) -> Iterator[harness.Containerd]:
+    """containerd in ``workdir`` with the CRI plugin configured by the guide's
+    ``guide_entry`` and both images imported; stopped after the tests, and what its
+    teardown finds left fails the last one."""
     require_peer("containerd", "containerd", "ctr", "containerd-shim-runc-v2")
     # what a node has: procps' top (not busybox's), ip and nsenter (the test network plugin)
     require_peer("node", "top", "ip", "nsenter")
     try:
-        hostjob = harness.find_hostjob(workdir=cri_workdir)
+        hostjob = harness.find_hostjob(workdir=workdir)
     except harness.HarnessError as e:
         _fail(e)
         raise
     config = cri_config(
-        cri_workdir, hostjob, cri_workdir / "runtime-root", cri_workdir / "runc-root"
+        workdir, hostjob, workdir / "runtime-root", workdir / "runc-root", guide_entry
     )
-    ctd = harness.Containerd(cri_workdir / "containerd", namespace="k8s.io", cri=config)
+    ctd = harness.Containerd(workdir / "containerd", namespace="k8s.io", cri=config)
     try:
         ctd.start()
-        ctd.import_image(cri_images.pause, kubelet.PAUSE_IMAGE)
-        ctd.import_image(cri_images.tools, kubelet.TOOLS_IMAGE)
+        ctd.import_image(images.pause, kubelet.PAUSE_IMAGE)
+        ctd.import_image(images.tools, kubelet.TOOLS_IMAGE)
     except harness.HarnessError as e:
         ctd.stop()
         _fail(e)
@@ -217,12 +239,12 @@ def cri_containerd(cri_workdir: Path, cri_images: CriImages) -> Iterator[harness
         pytest.fail("containerd teardown found leftovers:\n" + "\n".join(problems), pytrace=False)
 
 
-def _node_session(n: kubelet.Node) -> Iterator[kubelet.Node]:
+def node_session(n: kubelet.Node) -> Iterator[kubelet.Node]:
     """Start a node, hand it to the tests, stop it: what its shutdown finds left fails the
     last test."""
     try:
         n.start()
-    except AssertionError:
+    except (AssertionError, kubelet.KubeletError):
         n.stop()
         raise
     yield n
@@ -235,7 +257,7 @@ def _node_session(n: kubelet.Node) -> Iterator[kubelet.Node]:
 
 @pytest.fixture(scope="package")
 def node(cri_containerd: harness.Containerd, cri_workdir: Path) -> Iterator[kubelet.Node]:
-    yield from _node_session(
+    yield from node_session(
         kubelet.Node(
             cri_containerd,
             cri_workdir,
@@ -248,7 +270,7 @@ def node(cri_containerd: harness.Containerd, cri_workdir: Path) -> Iterator[kube
 @pytest.fixture(scope="package")
 def runc_node(cri_containerd: harness.Containerd, cri_workdir: Path) -> Iterator[kubelet.Node]:
     """The ``runc`` handler's node: the conformance suite's sanity handler."""
-    yield from _node_session(
+    yield from node_session(
         kubelet.Node(
             cri_containerd,
             cri_workdir / "runc-node",

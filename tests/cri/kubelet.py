@@ -11,6 +11,14 @@ module does the kubelet's work around those calls too, as the kubelet does it:
   cgroups get their parent's CPUs and memory nodes, as libcontainer gives them; the pod's
   ``cpu.shares`` (2 for BestEffort) and, when every container has one, memory limit and CPU
   quota. ``cgroup_root`` plays the kubelet's ``--cgroup-root``: a private one per test session.
+  With ``cgroup_driver="systemd"`` (``--cgroup-driver=systemd``, kubeadm's default, on a host
+  that systemd runs on cgroup v2) the same tree is systemd's slices, which the kubelet starts
+  as transient units over D-Bus: ``kubepods.slice``, ``kubepods-burstable.slice``,
+  ``kubepods-besteffort.slice`` (the kubelet's default cgroup root ``/``), and per pod
+  ``kubepods[-<qos>]-pod<uid>.slice`` (the UID's dashes as underscores, since a dash in a
+  slice name is a level of nesting), stopped after ``RemovePodSandbox``; the cgroup parent
+  the kubelet passes is the slice's expanded path, whose ``.slice`` ending tells containerd
+  to hand the runtime ``<pod slice>:cri-containerd:<id>``.
 * **the pod directory** (``<root-dir>/pods/<uid>``, ``--root-dir``): ``etc-hosts`` (a copy of
   the node's ``/etc/hosts`` for a host-network pod), one termination-log file per container
   (``containers/<name>/<random>``), and the service-account token volume as the kubelet
@@ -186,6 +194,78 @@ def _rmdir(d: Path) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
+# cgroups, the kubelet's systemd layout (--cgroup-driver=systemd)
+
+
+def systemctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["systemctl", *args], capture_output=True, text=True, timeout=60)
+
+
+def unit_properties(unit: str, *props: str) -> dict[str, str]:
+    """``systemctl show -p`` of ``unit`` as a dict (a unit systemd does not know has
+    ``LoadState=not-found`` and ``ActiveState=inactive``)."""
+    out = systemctl("show", unit, "-p", ",".join(props)).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def slice_path(unit: str) -> str:
+    """The cgroup of slice ``unit``, as systemd nests it: each dash is a level
+    (``a-b.slice`` -> ``/a.slice/a-b.slice``)."""
+    parts = unit.removesuffix(".slice").split("-")
+    return "".join("/" + "-".join(parts[: i + 1]) + ".slice" for i in range(len(parts)))
+
+
+def start_slice(unit: str, properties: list[tuple[str, ...]]) -> None:
+    """Start ``unit`` as the transient slice the kubelet's systemd cgroup manager makes
+    (libcontainer's: no default dependencies, a want on its parent, accounting on, the
+    limits as properties: ``(name, D-Bus signature, busctl's words for the value)``), and
+    wait until systemd reports it active."""
+    parent = unit.rpartition("-")[0]
+    props: list[tuple[str, ...]] = [
+        ("Description", "s", f"libcontainer container {unit}"),
+        ("DefaultDependencies", "b", "false"),
+        *([("Wants", "as", "1", f"{parent}.slice")] if parent else []),
+        ("MemoryAccounting", "b", "true"),
+        ("CPUAccounting", "b", "true"),
+        ("IOAccounting", "b", "true"),
+        ("TasksAccounting", "b", "true"),
+        *properties,
+    ]
+    argv = ["busctl", "call", "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+            "org.freedesktop.systemd1.Manager", "StartTransientUnit", "ssa(sv)a(sa(sv))",
+            unit, "replace", str(len(props))]  # fmt: skip
+    for prop in props:
+        argv += prop
+    argv.append("0")  # no auxiliary units
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise KubeletError(f"cannot start the slice {unit}: {done.stderr.strip()}")
+    wait(
+        lambda: unit_properties(unit, "ActiveState").get("ActiveState") == "active",
+        30,
+        f"systemd to start {unit}",
+    )
+
+
+def stop_slice(unit: str) -> list[str]:
+    """Stop slice ``unit`` (what the kubelet does with a deleted pod's); what is left of it.
+    Stopping a slice stops every unit in it: so what the runtime left in it (a scope, a
+    cgroup) is reported first, as the cgroupfs kubelet's rmdir of a pod cgroup that still
+    has children would fail."""
+    problems = [
+        f"{unit} still holds {child.name} when the kubelet stops it"
+        for d in harness.cgroup_dirs(slice_path(unit))
+        for child in d.iterdir()
+        if child.is_dir()
+    ]
+    done = systemctl("stop", unit)
+    if done.returncode != 0:
+        problems.append(f"systemctl stop {unit}: {done.stderr.strip()}")
+    problems += [f"cgroup {d}" for d in harness.cgroup_dirs(slice_path(unit))]
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
 # resources, as the kubelet turns requests and limits into the CRI's LinuxContainerResources
 
 
@@ -248,9 +328,18 @@ class Resources:
 # the node
 
 
+QOS_SLICES = ("kubepods.slice", "kubepods-burstable.slice", "kubepods-besteffort.slice")
+
+
+def cpu_weight(shares: int) -> int:
+    """libcontainer's cgroup v2 value of ``cpu.shares`` (``ConvertCPUSharesToCgroupV2Value``)."""
+    return 1 + ((shares - 2) * 9999) // 262142 if shares else 0
+
+
 class Node:
     """One node's kubelet state: the CRI client (runtime and image services on containerd's
-    socket), the kubelet's root and log dirs, and the QoS cgroups under ``cgroup_root``."""
+    socket), the kubelet's root and log dirs, and the QoS cgroups under ``cgroup_root`` (with
+    ``cgroup_driver="systemd"``: the QoS slices, and ``cgroup_root`` is not used)."""
 
     def __init__(
         self,
@@ -259,7 +348,10 @@ class Node:
         runtime_root: Path,
         cgroup_root: str,
         handler: str = "hostjob",
+        cgroup_driver: str = "cgroupfs",
     ) -> None:
+        assert cgroup_driver in ("cgroupfs", "systemd"), cgroup_driver
+        self.cgroup_driver = cgroup_driver
         self.containerd = containerd
         self.root_dir = workdir / "kubelet"
         self.log_dir = workdir / "log" / "pods"
@@ -278,9 +370,12 @@ class Node:
         """Make the kubelet's dirs and QoS cgroups; wait until the CRI answers ``Status``."""
         self.root_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        for qos in ("", "/burstable", "/besteffort"):
-            make_cgroup(f"{self.cgroup_root}/kubepods{qos}")
-        write_cgroup(f"{self.cgroup_root}/kubepods/besteffort", "cpu", "cpu.shares", 2)
+        if self.cgroup_driver == "systemd":
+            self._start_qos_slices()
+        else:
+            for qos in ("", "/burstable", "/besteffort"):
+                make_cgroup(f"{self.cgroup_root}/kubepods{qos}")
+            write_cgroup(f"{self.cgroup_root}/kubepods/besteffort", "cpu", "cpu.shares", 2)
 
         def ready() -> bool:
             try:
@@ -290,6 +385,19 @@ class Node:
             return any(c.type == "RuntimeReady" and c.status for c in status.status.conditions)
 
         wait(ready, 60, "containerd's CRI to report RuntimeReady")
+
+    def _start_qos_slices(self) -> None:
+        """The QoS slices, as the kubelet's QoS container manager starts them (BestEffort's
+        ``cpu.shares`` 2); one that is active already belongs to a real kubelet on this host,
+        whose pods a test must not touch."""
+        taken = [
+            u for u in QOS_SLICES if unit_properties(u, "ActiveState")["ActiveState"] != "inactive"
+        ]
+        if taken:
+            raise KubeletError(f"{taken} active already: a kubelet runs this host")
+        for unit in QOS_SLICES:
+            weight = [("CPUWeight", "t", str(cpu_weight(2)))] if "besteffort" in unit else []
+            start_slice(unit, weight)
 
     def stop(self) -> list[str]:
         """Delete every pod left (each one is a problem), then the QoS cgroups and the
@@ -307,6 +415,10 @@ class Node:
         except grpc.RpcError as e:
             problems.append(f"cleanup through the CRI failed: {e.code()}: {e.details()}")
         self.channel.close()
+        if self.cgroup_driver == "systemd":
+            for unit in reversed(QOS_SLICES):
+                problems += stop_slice(unit)
+            return problems
         for qos in ("/burstable", "/besteffort", ""):
             problems += remove_cgroup(f"{self.cgroup_root}/kubepods{qos}")
         problems += remove_cgroup(self.cgroup_root)
@@ -375,7 +487,9 @@ class Node:
             if os.path.lexists(self.shim_socket(pod.sandbox_id)):
                 bad.append(f"shim socket {self.shim_socket(pod.sandbox_id)}")
             bad += [f"shim {p}: {c[:100]}" for p, c in self.containerd.shims(pod.sandbox_id)]
-        bad += [f"process {p} in the pod's cgroups" for p in processes_in_cgroups(pod.uid)]
+        # the UID as a cgroupfs pod cgroup spells it, and as a systemd slice name does
+        for needle in sorted({pod.uid, pod.uid.replace("-", "_")}):
+            bad += [f"process {p} in the pod's cgroups" for p in processes_in_cgroups(needle)]
         bad += [f"cgroup {d}" for d in harness.cgroup_dirs(pod.cgroup_parent)]
         return bad
 
@@ -409,8 +523,10 @@ class Pod:
         namespaces: cri.NamespaceOption = HOST_NAMESPACES,
         annotations: dict[str, str] | None = None,
         privileged: bool = False,
+        handler: str = "",
     ) -> None:
         self.node = node
+        self.handler = handler or node.handler  # the pod's RuntimeClass handler
         self.privileged = privileged  # a privileged container in it (kubelet: sandbox too)
         self.name = name
         self.namespace = namespace
@@ -420,6 +536,11 @@ class Pod:
         self.qos = _pod_qos(resources)
         qos_dir = "" if self.qos == "guaranteed" else f"/{self.qos}"
         self.cgroup_parent = f"{node.cgroup_root}/kubepods{qos_dir}/pod{self.uid}"
+        self.slice = ""  # the pod's slice under the systemd driver
+        if node.cgroup_driver == "systemd":
+            qos_part = "" if self.qos == "guaranteed" else f"-{self.qos}"
+            self.slice = f"kubepods{qos_part}-pod{self.uid.replace('-', '_')}.slice"
+            self.cgroup_parent = slice_path(self.slice)
         self.resources = resources
         self.dir = node.root_dir / "pods" / self.uid
         self.log_dir = node.log_dir / f"{namespace}_{name}_{self.uid}"
@@ -464,9 +585,13 @@ class Pod:
     def run(self) -> str:
         """The kubelet's pod start: the pod cgroup, directories and volumes, then
         ``RunPodSandbox``."""
-        make_cgroup(self.cgroup_parent)
+        if self.slice:
+            start_slice(self.slice, self._slice_limits())
+        else:
+            make_cgroup(self.cgroup_parent)
         self._cgroup_made = True
-        self._set_pod_limits()
+        if not self.slice:
+            self._set_pod_limits()
         self.log_dir.mkdir(parents=True)
         (self.dir / "containers").mkdir(parents=True)
         hosts = Path("/etc/hosts").read_text() if os.path.exists("/etc/hosts") else ""
@@ -476,7 +601,7 @@ class Pod:
         self._project_token()
         self.sandbox_config = self.config()
         resp = self.node.runtime.RunPodSandbox(
-            cri.RunPodSandboxRequest(config=self.sandbox_config, runtime_handler=self.node.handler),
+            cri.RunPodSandboxRequest(config=self.sandbox_config, runtime_handler=self.handler),
             timeout=CALL_TIMEOUT,
         )
         self.sandbox_id = resp.pod_sandbox_id
@@ -493,6 +618,17 @@ class Pod:
         if all(r.memory_limit for r in self.resources):
             limit = sum(r.memory_limit for r in self.resources)
             write_cgroup(self.cgroup_parent, "memory", "memory.limit_in_bytes", limit)
+
+    def _slice_limits(self) -> list[tuple[str, ...]]:
+        """The same values as the pod slice's properties (the systemd driver's)."""
+        shares = sum(r.cpu_shares() if r.cpu_request else 0 for r in self.resources)
+        props: list[tuple[str, ...]] = [("CPUWeight", "t", str(cpu_weight(max(shares, 2))))]
+        if all(r.cpu_limit for r in self.resources):
+            per_sec = sum(r.cpu_limit for r in self.resources) * 1000  # millicores -> us per s
+            props.append(("CPUQuotaPerSecUSec", "t", str(per_sec)))
+        if all(r.memory_limit for r in self.resources):
+            props.append(("MemoryMax", "t", str(sum(r.memory_limit for r in self.resources))))
+        return props
 
     def _project_token(self) -> None:
         """The service-account token volume: a tmpfs written by the kubelet's atomic writer."""
@@ -698,6 +834,9 @@ class Pod:
                 cri.RemovePodSandboxRequest(pod_sandbox_id=self.sandbox_id),
                 timeout=CALL_TIMEOUT,
             )
+        if self._cgroup_made and self.slice:
+            problems += stop_slice(self.slice)
+            self._cgroup_made = False
         if self._cgroup_made:
             left = remove_cgroup(self.cgroup_parent)
             if left:
