@@ -294,6 +294,16 @@ def proc_cgroup(pid: int) -> str:
         return f.read()
 
 
+def cgroup_file_of(pid: int, v1: tuple[str, str], v2: str) -> Path:
+    """A file (named as for ``job_file``) of the cgroup the process ``pid`` is in: where
+    another runtime puts its containers, whatever its rules."""
+    for line in proc_cgroup(pid).splitlines():
+        _, controllers, path = line.split(":", 2)
+        if (controllers == "") if CGROUP_V2 else (v1[0] in controllers.split(",")):
+            return job_file(path, v1, v2)
+    raise AssertionError(f"process {pid} is in no {v1[0]} cgroup: {proc_cgroup(pid)}")
+
+
 def wait_for(
     predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.02
 ) -> bool:

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -439,9 +440,13 @@ def test_one_watcher_per_container(daemons: Daemons) -> None:
                                 stderr=subprocess.DEVNULL, env=hostjob_env()) for _ in range(4)]  # fmt: skip
     for reader in readers:
         assert reader.wait(timeout=60) == 0
-    time.sleep(0.3)
-    watchers = [pid for pid in _pids() if _comm(pid) == "hostjob-watcher" and _holds(pid, cid)]
-    assert watchers == [daemons.watcher(cid)]
+
+    def watchers() -> list[int]:
+        return [pid for pid in _pids() if _comm(pid) == "hostjob-watcher" and _holds(pid, cid)]
+
+    # The new watcher names itself and takes its hold once it runs: on a slow host that
+    # is after the readers are done.
+    assert wait_for(lambda: watchers() == [daemons.watcher(cid)]), watchers()
     daemons.delete(cid)
 
 
@@ -546,9 +551,12 @@ def test_stats_of_every_running_container(daemons: Daemons, hj: Hostjob) -> None
     assert "does not exist" in hj.fail("stats", "--no-stream", "nosuch")
     # Named, a stopped container (its job kept until delete) is shown: empty.
     assert " stopped " in hj.ok("stats", "--no-stream", "--interval", "0", done)
+
     # On a terminal: a live table, redrawn each interval.
-    live = _on_a_terminal(hj.argv("stats", "--interval", "0.2s"), seconds=3)
-    assert live.count("\x1b[H\x1b[2J") >= 2 and one in live and two in live
+    def redrawn(out: str) -> bool:
+        return out.count("\x1b[H\x1b[2J") >= 2 and one in out and two in out
+
+    assert redrawn(_on_a_terminal(hj.argv("stats", "--interval", "0.2s"), redrawn))
     for cid in (one, two, done):
         daemons.delete(cid)
 
@@ -656,8 +664,9 @@ def _pss_kib(pid: int) -> int:
     raise AssertionError("no Pss in smaps_rollup")
 
 
-def _on_a_terminal(argv: list[str], seconds: float) -> str:
-    """Run ``argv`` with a pty as its stdout for ``seconds``; what it wrote."""
+def _on_a_terminal(argv: list[str], until: Callable[[str], bool], timeout: float = 60) -> str:
+    """Run ``argv`` with a pty as its stdout until what it wrote satisfies ``until`` (or
+    ``timeout`` seconds pass); what it wrote."""
     import pty
     import select
 
@@ -665,9 +674,9 @@ def _on_a_terminal(argv: list[str], seconds: float) -> str:
     process = subprocess.Popen(argv, stdout=slave, stderr=subprocess.DEVNULL, env=hostjob_env())
     os.close(slave)
     out = b""
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + timeout
     try:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not until(out.decode(errors="replace")):
             if select.select([master], [], [], 0.1)[0]:
                 try:
                     out += os.read(master, 65536)

@@ -19,8 +19,7 @@ from tests.compat.harness import crun_client_path, runc_like_spec
 from tests.helpers import (
     Hostjob,
     base_config,
-    cgroup_dirs,
-    job_file,
+    cgroup_file_of,
     make_bundle,
     make_rootfs,
     new_id,
@@ -79,7 +78,8 @@ def test_a_confined_container_through_its_whole_life(hj: Hostjob, tmp_path: Path
     hj.ok("resume", cid)
     assert hj.status(cid) == "running"
     hj.ok("update", "--pids-limit", "42", cid)
-    assert job_file(f"/{cid}", ("pids", "pids.max"), "pids.max").read_text() == "42\n"
+    pids_max = cgroup_file_of(pid, ("pids", "pids.max"), "pids.max")  # where runc put it
+    assert pids_max.read_text() == "42\n"
     stats = json.loads(hj.ok("events", "--stats", cid))
     assert stats["type"] == "stats" and stats["id"] == cid
 
@@ -100,7 +100,7 @@ def test_a_confined_container_through_its_whole_life(hj: Hostjob, tmp_path: Path
     assert not os.path.lexists(hj.root / cid)
     assert not os.path.lexists(hj.root / ".delegate"), "runc's empty state root is tidied"
     assert "does not exist" in hj.fail("state", cid)
-    assert cgroup_dirs(f"/{cid}") == []
+    assert not pids_max.parent.exists()
 
 
 def test_the_configured_runtime_runs_it(hj: Hostjob, tmp_path: Path) -> None:

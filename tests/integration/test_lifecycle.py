@@ -161,12 +161,15 @@ def test_run_killed_by_signal_is_128_plus_n(hj: Hostjob, bundle) -> None:
 
 def test_run_forwards_signals(hj: Hostjob, bundle, tmp_path: Path) -> None:
     marker = tmp_path / "term"
-    script = f"trap 'echo term > {marker}; exit 42' TERM; while :; do sleep 0.05; done"
+    ready = tmp_path / "trapped"
+    script = f"trap 'echo term > {marker}; exit 42' TERM; : > {ready}; while :; do sleep 0.05; done"
     b = bundle(base_config("sh", "-c", script))
     runner = subprocess.Popen(
         hj.argv("run", "-b", str(b), new_id()), env=hostjob_env(), stderr=subprocess.DEVNULL
     )
-    time.sleep(1.0)
+    # The job has its trap (and so run, started before it, forwards): a fixed pause is
+    # too short on a slow host.
+    assert wait_for(ready.exists), "the job never started"
     runner.send_signal(signal.SIGTERM)
     assert runner.wait(timeout=20) == 42
     assert marker.read_text() == "term\n"

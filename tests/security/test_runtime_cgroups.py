@@ -27,11 +27,15 @@ from hostjob.errors import CgroupExists, ConfigError
 from hostjob.runtime.container import Container
 from hostjob.runtime.verbs import create as create_module
 from hostjob.spec.resources import Resources
-from tests.helpers import Hostjob, base_config, new_id, proc_cgroup
+from tests.helpers import CGROUP_V2, Hostjob, base_config, new_id, proc_cgroup
 from tests.unit.cgroups.fakefs import FakeCgroup2
 
-# Files of a v1 cgroup hostjob would write when adopting it (and their values now).
-WATCHED = ("pids.max", "memory.limit_in_bytes", "cpu.shares", "cgroup.procs", "tasks")
+# Files of a cgroup hostjob would write when adopting it (and their values now): v1's,
+# then v2's.
+WATCHED = (
+    *("pids.max", "memory.limit_in_bytes", "cpu.shares", "cgroup.procs", "tasks"),
+    *("memory.max", "cpu.weight", "cgroup.subtree_control"),
+)
 
 
 def _hierarchy_dirs(path: str) -> list[str]:
@@ -54,8 +58,10 @@ class Foreign:
         for d in self.dirs:
             for new in (d, os.path.join(d, "inner")):
                 os.mkdir(new)
-                if os.path.exists(os.path.join(new, "cpuset.cpus")):
-                    # A v1 cpuset cgroup takes no process until it has CPUs and nodes.
+                v1 = not os.path.exists(os.path.join(new, "cgroup.controllers"))
+                if v1 and os.path.exists(os.path.join(new, "cpuset.cpus")):
+                    # A v1 cpuset cgroup takes no process until it has CPUs and nodes
+                    # (a v2 one takes its parent's).
                     for name in ("cpuset.cpus", "cpuset.mems"):
                         value = Path(os.path.dirname(new), name).read_text()
                         Path(new, name).write_text(value)
@@ -109,7 +115,7 @@ def test_adopting_a_foreign_cgroup_kills_its_processes(foreign: Foreign) -> None
     victim = foreign.add_process()
     manager = open_manager(foreign.path)
     manager.create(Resources.decode({"pids": {"limit": 5}}))  # adopted: no error
-    pids_dir = next(d for d in foreign.dirs if "/pids/" in d)
+    pids_dir = foreign.dirs[0] if CGROUP_V2 else next(d for d in foreign.dirs if "/pids/" in d)
     assert Path(pids_dir, "pids.max").read_text().strip() == "5"
     manager.destroy()
     assert victim.wait(timeout=10) == -9

@@ -18,6 +18,7 @@ import hostjob.cgroups as cg
 from hostjob.cgroups.driver import open_manager
 from hostjob.errors import MissingController
 from hostjob.spec.resources import Resources
+from tests.helpers import wait_for
 from tests.integration.cgroups.conftest import Spawn, cat, leftovers, wait_gone
 
 UNIFIED = cg.detect().unified
@@ -60,7 +61,7 @@ def test_create_add_freeze_kill_destroy(parent: str, spawn: Spawn, tmp_path: obj
     assert m.wait_empty(0.05) is False
     assert p.pid in m.pids()
     assert "populated 1" in cat(leaf + "/cgroup.events")
-    time.sleep(0.2)
+    assert wait_for(lambda: os.path.exists(count)), "the loop never started"
     m.freeze()
     assert m.frozen() and "frozen 1" in cat(leaf + "/cgroup.events")
     time.sleep(0.05)
@@ -69,8 +70,7 @@ def test_create_add_freeze_kill_destroy(parent: str, spawn: Spawn, tmp_path: obj
     assert cat(count) == stopped
     m.thaw()
     assert not m.frozen()
-    time.sleep(0.3)
-    assert cat(count) != stopped
+    assert wait_for(lambda: cat(count) != stopped), "the loop never went on after thaw"
     m.kill_all(signal.SIGTERM)  # freeze, signal each, thaw
     assert p.wait(5) == -signal.SIGTERM
     assert m.wait_empty(5)

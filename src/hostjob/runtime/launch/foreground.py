@@ -64,7 +64,7 @@ class TerminalPair:
 
 def wait_attached(child: Child, master: int = -1) -> int:
     """Forward signals, proxy the terminal, and return the process's wait status."""
-    _forward_signals(child.pid, master)
+    forward_signals(child.pid, master)
     try:
         child.wait_exec()
         if master >= 0:
@@ -77,7 +77,10 @@ def wait_attached(child: Child, master: int = -1) -> int:
     return status
 
 
-def _forward_signals(pid: int, master: int) -> None:
+def forward_signals(pid: int, master: int = -1) -> None:
+    """From now on the signals a foreground runtime gets go to ``pid`` (SIGWINCH copies
+    the terminal's size to ``master`` instead, when there is one)."""
+
     def forward(signum: int, _frame: object) -> None:
         if signum == signals.SIGWINCH and master >= 0:
             _copy_window_size(master)

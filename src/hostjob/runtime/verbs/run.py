@@ -19,6 +19,7 @@ from hostjob.runtime import proc
 from hostjob.runtime.handle import Handle, stop_grace
 from hostjob.runtime.launch.foreground import (
     TerminalPair,
+    forward_signals,
     ignore_signals,
     reap_orphans,
     wait_attached,
@@ -68,6 +69,10 @@ def run(
         raise
     master = -1
     try:
+        if not detach:
+            # Before the start, as runc does: a TERM that came between the start and the
+            # wait would end this process and leave the job running, with no one to stop it.
+            forward_signals(child.pid)
         if terminal is not None:
             terminal.spawned()
             master = terminal.receive_master()
