@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Hostjob, base_config, new_id
+from tests.helpers import Hostjob, base_config, mounts_under, new_id
 
 CONTAINER = {"io.kubernetes.cri.container-type": "container", "io.hostjob.mount-mode": "host"}
 JOIN = {"io.hostjob.pod-namespaces": "join"}
@@ -64,9 +64,13 @@ def ns(pid: int | str, kind: str) -> str:
     return os.readlink(f"/proc/{pid}/ns/{kind}")
 
 
+NETNS_DIR = "/run/netns"
+
+
 @pytest.fixture
 def sandbox() -> Iterator[Sandbox]:
     name = socket.gethostname()
+    had_dir, had_mount = os.path.isdir(NETNS_DIR), bool(mounts_under(NETNS_DIR))
     box = Sandbox()
     try:
         yield box
@@ -74,6 +78,16 @@ def sandbox() -> Iterator[Sandbox]:
         box.close()
         assert not os.path.exists(box.netns)
         assert socket.gethostname() == name, "the host's name changed"
+        # The first `ip netns add` on a machine makes /run/netns (and a mount of it on
+        # itself, shared), which `ip netns delete` leaves: the suite must not.
+        while (
+            not had_mount
+            and set(mounts_under(NETNS_DIR)) == {NETNS_DIR}
+            and not os.listdir(NETNS_DIR)
+        ):
+            subprocess.run(["umount", NETNS_DIR], check=True)
+        if not had_dir and os.path.isdir(NETNS_DIR) and not os.listdir(NETNS_DIR):
+            os.rmdir(NETNS_DIR)
 
 
 def config(annotations: dict[str, str], namespaces: list[dict[str, str]], *args: str) -> dict:  # type: ignore[type-arg]

@@ -23,12 +23,15 @@ from tests.helpers import ext4_mount, has_user_xattrs, require_peer
 @pytest.fixture
 def tmp_path(tmp_path):
     """A temp dir that keeps user xattrs (the tree has one, and what unpacks it must keep
-    it): tmpfs before 6.6 has none, so there an ext4 filesystem on a loop device."""
+    it): tmpfs before 6.6 has none, so there a directory on an ext4 filesystem on a loop
+    device (below its root, which holds lost+found and is a mount point the fixtures'
+    clean-up of mounts under the temp dir would take off)."""
     if has_user_xattrs(tmp_path):
         yield tmp_path
     else:
         with ext4_mount(tmp_path) as mnt:
-            yield mnt
+            (mnt / "tmp").mkdir()
+            yield mnt / "tmp"
 
 
 @pytest.fixture
