@@ -132,3 +132,40 @@ def test_exec_installs_the_filter_create_compiled(hj: Hostjob, bundle, tmp_path:
     finally:
         hj.ok("delete", "--force", cid)
     assert not (hj.root / cid).exists()
+
+
+def test_a_create_takes_the_program_an_earlier_create_compiled(
+    hj: Hostjob, bundle, tmp_path: Path
+) -> None:
+    """The program compiled for a profile is kept in the state root's ``.seccomp`` and the
+    next create with the same profile installs it without compiling (here: the kept one
+    swapped for a program that returns another errno, which the next container shows)."""
+    from hostjob import seccomp
+
+    target = tmp_path / "t"
+    target.mkdir()
+    config = with_profile(["sh", "-c", f"mkdir {target}/x"], DENY_MKDIR)
+    first = hj("run", "-b", str(bundle(config)), new_id())
+    assert "Read-only file system" in first.stderr, first.stderr
+    cache = hj.root / ".seccomp"
+    [entry] = cache.glob("*.bpf")
+    assert cache.stat().st_mode & 0o777 == 0o700 and entry.stat().st_mode & 0o777 == 0o600
+    other = dict(DENY_MKDIR, syscalls=[dict(DENY_MKDIR["syscalls"][0], errnoRet=28)])
+    data = entry.read_bytes()
+    program = seccomp.build(other).program
+    entry.write_bytes(data[: len(data) - len(program)] + program)
+    second = hj("run", "-b", str(bundle(config)), new_id())
+    assert "No space left on device" in second.stderr, second.stderr  # the kept program
+    assert [p.name for p in cache.iterdir()] == [entry.name]
+    assert hj.ok("list", "-q").split() == []  # the cache is no container
+    error = hj.fail("create", "-b", str(bundle(config)), ".seccomp")
+    assert "invalid container ID format" in error
+
+
+def test_a_create_that_fails_keeps_no_program(hj: Hostjob, bundle, no_leaks) -> None:
+    cid = new_id()
+    config = with_profile(["/nonexistent/program"], DENY_MKDIR)
+    error = hj.fail("create", "-b", str(bundle(config)), cid)
+    assert "/nonexistent/program" in error
+    assert not (hj.root / ".seccomp").exists()
+    no_leaks(cid)

@@ -49,6 +49,7 @@ LAYERS: dict[str, tuple[int, int]] = {
             "hostjob.jsonio",
             "hostjob.linux",
             "hostjob.seccomp",
+            "hostjob.seccomp_cache",
             "hostjob.log",
             "hostjob.mountinfo",
             "hostjob.dbus",

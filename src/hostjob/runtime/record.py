@@ -41,6 +41,10 @@ SECCOMP_NAME = "seccomp.bpf"  # linux.seccomp compiled at create, for exec
 # state under <root>/DELEGATE_DIR/<its name>.
 ROUTE_NAME = "delegate"
 DELEGATE_DIR = ".delegate"
+# Compiled seccomp profiles kept for the next create (hostjob.seccomp_cache).
+SECCOMP_CACHE_DIR = ".seccomp"
+# hostjob's own names in the state root: no container may take one.
+_RESERVED = (".", "..", DELEGATE_DIR, SECCOMP_CACHE_DIR)
 # A detached image container's stdout and stderr (see hostjob.daemon.watcher), and
 # the lock its watcher holds while it lives.
 STDOUT_FIFO = "stdout.fifo"
@@ -58,7 +62,7 @@ PHASE_CREATED = "created"
 def validate_id(container_id: str) -> str:
     if (
         not container_id
-        or container_id in (".", "..")
+        or container_id in _RESERVED
         or len(container_id.encode()) > MAX_ID_BYTES
         or not _ID_CHARS.issuperset(container_id)
     ):
@@ -305,6 +309,11 @@ class StateStore:
     def delegate_root(self, runtime: str) -> str:
         """The state root of the real runtime ``runtime``: one of hostjob's own."""
         return paths.join(self.root, DELEGATE_DIR, paths.basename(runtime))
+
+    def seccomp_cache(self) -> str:
+        """Where compiled seccomp profiles are kept between creates (below the root that
+        ``create`` made)."""
+        return paths.join(self.root, SECCOMP_CACHE_DIR)
 
     def has_delegates(self) -> bool:
         return paths.isdir(paths.join(self.root, DELEGATE_DIR))

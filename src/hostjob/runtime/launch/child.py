@@ -183,6 +183,14 @@ def child_main(
             ) from err
 
     posix.write(report_fd, READY)
+    # What is left to do before the exec and does not wait for the start is done here,
+    # off create's path (it returned at READY) and off start's (it waits for the exec):
+    # while the caller goes from one to the other. Its modules are loaded now too.
+    environment = env_dict(env)
+    import hostjob.signals
+
+    if plan.seccomp is not None and plan.no_new_privileges:
+        import hostjob.seccomp  # noqa: F401
     if fifo_fd >= 0:
         _wait_for_start(fifo_fd)
     elif release_fd >= 0 and not posix.read(release_fd, 1):
@@ -193,7 +201,6 @@ def child_main(
         state = dict(setup.hook_state, pid=posix.getpid(), status="created")
         run_hooks("startContainer", setup.start_hooks, state)
     _reset_signals()
-    environment = env_dict(env)
     if plan.seccomp is not None and plan.no_new_privileges:
         _load_seccomp(plan)  # the very last step: as few system calls as can be under it
     try:
@@ -271,7 +278,7 @@ def _reset_signals() -> None:
     and blocks its wake-up signal while it starts (a restarted program would ignore
     ``stop``); an ignored SIGCHLD would even make the program's children reap
     themselves."""
-    from hostjob import signals  # here: after "ready" (off create's path), in the child
+    from hostjob import signals
 
     for number in range(1, signals.NSIG):
         if number in (signals.SIGKILL, signals.SIGSTOP):

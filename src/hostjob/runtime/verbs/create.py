@@ -177,7 +177,12 @@ def create(
             store.write(record)
             raise
         faults.point("create:after-cgroup")
-        plan = launch_plan.plan(job, job.process)
+        compiled = None
+        if job.seccomp is not None:
+            from hostjob import seccomp_cache
+
+            compiled = seccomp_cache.compiled(store.seccomp_cache(), job.seccomp)
+        plan = launch_plan.plan(job, job.process, compiled.program if compiled else None)
         if plan.user.uid != 0 and not job.auto_user:
             from hostjob.runtime import users
 
@@ -245,6 +250,8 @@ def create(
         if points:
             record.phase = PHASE_CREATED
             store.write(record)
+        if compiled is not None:
+            compiled.keep()  # for the next create with this profile
     except BaseException:
         for path in written:
             remove_pid_file(path)
