@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, settings
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `tests.helpers`
 
 from tests.helpers import (
+    KEPT_IN_ROOT,
     Hostjob,
     cgroup_dirs,
     fingerprint_changes,
@@ -90,8 +91,8 @@ def hj(tmp_path: Path) -> Iterator[Hostjob]:
     root = runner.root
     if root.exists():
         for container_id in sorted(os.listdir(root)):
-            if container_id == ".seccomp":
-                continue  # compiled seccomp profiles, kept for the next create
+            if container_id in KEPT_IN_ROOT:
+                continue
             leftovers.append(container_id)
             runner("delete", "--force", container_id)
     assert not leftovers, f"test left containers behind: {leftovers}"

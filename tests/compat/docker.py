@@ -29,7 +29,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from tests.helpers import wait_for
+from tests.helpers import KEPT_IN_ROOT, wait_for
 
 from . import harness
 from .image import IMAGE_REF, build_rootfs
@@ -239,7 +239,9 @@ class Docker:
         return {
             "mounts": [m for m in harness.mounts_under(self.dir) if not m.startswith(netns)],
             "cgroups": sorted(cgroups),
-            "runtime state": sorted(os.listdir(state)) if state.is_dir() else [],
+            "runtime state": sorted(set(os.listdir(state)) - KEPT_IN_ROOT)
+            if state.is_dir()
+            else [],
             "shims": sorted(c for _p, c in self.shims()),
             "host paths": sorted(str(p) for p in scratch.rglob("*")) if scratch.exists() else [],
         }
