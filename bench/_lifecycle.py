@@ -41,6 +41,7 @@ from _common import (
     timed,
     wait_status,
 )
+from tests.helpers import KEPT_IN_ROOT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ class Lifecycle:
         for r in runtimes:
             for cid in (self.cid(r), f"{self.cid(r)}-each"):
                 harness.run(self.cmd(r, "delete", "--force", cid), timeout=60)
-            left = [p.name for p in self.roots[r.name].iterdir()]
+            left = [p.name for p in self.roots[r.name].iterdir() if p.name not in KEPT_IN_ROOT]
             if left:
                 problems.append(f"{r.name} left state: {left}")
         reap_strays()
