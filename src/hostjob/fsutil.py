@@ -320,6 +320,19 @@ class AtomicFile:
             self.discard()
 
 
+def read_fd(fd: int, limit: int) -> bytes:
+    """What ``fd`` holds from its offset on, at most ``limit`` bytes, read on the bare fd
+    (a file object would cost a runtime command more than the read)."""
+    chunks = []
+    while limit > 0:
+        chunk = posix.read(fd, limit)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        limit -= len(chunk)
+    return b"".join(chunks)
+
+
 def write_atomic(path: str, data: bytes, *, mode: int = 0o644, durable: bool = False) -> None:
     """Replace ``path`` by ``data``, whole or not at all (see ``AtomicFile``), written
     on the bare fd: every record write of a runtime command takes this way, and a

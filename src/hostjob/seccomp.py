@@ -316,16 +316,11 @@ def _export(c: _Seccomp, handle: Any, posix: Any) -> bytes:
         result = c.lib.seccomp_export_bpf(handle, fd)
         if result < 0:
             raise ConfigError(f"libseccomp cannot compile it: {posix.strerror(-result)}", PATH)
+        from hostjob import fsutil
+
         size = posix.lseek(fd, 0, 1)
         posix.lseek(fd, 0, 0)
-        chunks = []
-        while size > 0:
-            chunk = posix.read(fd, size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size -= len(chunk)
-        return b"".join(chunks)
+        return fsutil.read_fd(fd, size)
     finally:
         posix.close(fd)
 

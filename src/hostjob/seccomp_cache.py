@@ -156,24 +156,14 @@ def _load(directory: str, name: str, text: str, seccomp: Any) -> Filter | None:
     try:
         if not (_trusted(fd) and posix.fstat(fd).st_size <= _MAX_ENTRY):
             return None
-        data = _read_all(fd)
+        from hostjob import fsutil
+
+        data = fsutil.read_fd(fd, _MAX_ENTRY)
     except OSError:
         return None
     finally:
         posix.close(fd)
     return _parse(data, text, seccomp)
-
-
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    left = _MAX_ENTRY
-    while left > 0:
-        chunk = posix.read(fd, left)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 def _parse(data: bytes, text: str, seccomp: Any) -> Filter | None:
