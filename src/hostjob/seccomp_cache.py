@@ -121,9 +121,9 @@ def _loaded_library() -> str | None:
     except OSError:
         return None
     for line in maps.split(b"\n"):
-        path = line.partition(b" /")[2]
-        if path and paths.basename("/" + path.decode()).startswith(_LIBRARY):
-            return "/" + path.decode()
+        path = line.partition(b" /")[2].decode()
+        if path and paths.basename(path).startswith(_LIBRARY):
+            return "/" + path
     return None
 
 
@@ -137,8 +137,12 @@ def _open_dir(directory: str, create: bool) -> int:
     return posix.open(directory, flags)
 
 
-def _trusted(fd: int) -> bool:
+def _trusted(fd: int, limit: int | None = None) -> bool:
+    """Whether ``fd`` is this user's, nobody else may write it (and it holds at most
+    ``limit`` bytes)."""
     st = posix.fstat(fd)
+    if limit is not None and st.st_size > limit:
+        return False
     return st.st_uid == posix.geteuid() and not st.st_mode & 0o022
 
 
@@ -154,7 +158,7 @@ def _load(directory: str, name: str, text: str, seccomp: Any) -> Filter | None:
     finally:
         posix.close(dir_fd)
     try:
-        if not (_trusted(fd) and posix.fstat(fd).st_size <= _MAX_ENTRY):
+        if not _trusted(fd, _MAX_ENTRY):
             return None
         from hostjob import fsutil
 
@@ -177,7 +181,7 @@ def _parse(data: bytes, text: str, seccomp: Any) -> Filter | None:
         header = jsonio.loads(line)
     except ValueError:
         return None
-    if type(header) is not dict or header.get("profile") != text:
+    if type(header) is not dict:
         return None
     library = header.get("libseccomp")
     if type(library) is not list or not library or type(library[0]) is not str:

@@ -61,6 +61,14 @@ def entries(cache: Path) -> list[Path]:
     return sorted(cache.glob("*.bpf"))
 
 
+def one_entry(tmp_path: Path) -> tuple[Path, Path]:
+    """A cache holding the entry of ``profile()``: the cache, the entry."""
+    cache = tmp_path / ".seccomp"
+    compiled(cache, profile())
+    [entry] = entries(cache)
+    return cache, entry
+
+
 def test_the_second_create_takes_the_kept_program(tmp_path: Path, compiles: Compiles) -> None:
     cache = tmp_path / ".seccomp"
     first = compiled(cache, profile())
@@ -137,9 +145,7 @@ def rewrite_header(entry: Path, change: Any) -> None:
 def test_an_entry_made_under_other_conditions_is_compiled_again(
     tmp_path: Path, compiles: Compiles, change: Any
 ) -> None:
-    cache = tmp_path / ".seccomp"
-    compiled(cache, profile())
-    [entry] = entries(cache)
+    cache, entry = one_entry(tmp_path)
     rewrite_header(entry, change)
     got = compiled(cache, profile())
     assert compiles.count == 2
@@ -162,9 +168,7 @@ def test_an_entry_made_under_other_conditions_is_compiled_again(
     ids=["empty", "short", "magic", "header", "cut", "no-program", "too-long"],
 )
 def test_a_damaged_entry_is_compiled_again(tmp_path: Path, compiles: Compiles, damage: Any) -> None:
-    cache = tmp_path / ".seccomp"
-    compiled(cache, profile())
-    [entry] = entries(cache)
+    cache, entry = one_entry(tmp_path)
     entry.write_bytes(damage(entry.read_bytes()))
     assert compiled(cache, profile()).program == fresh(profile()).program
     assert compiles.count == 2
@@ -173,9 +177,7 @@ def test_a_damaged_entry_is_compiled_again(tmp_path: Path, compiles: Compiles, d
 def test_an_entry_others_may_write_or_a_link_is_not_used(
     tmp_path: Path, compiles: Compiles
 ) -> None:
-    cache = tmp_path / ".seccomp"
-    compiled(cache, profile())
-    [entry] = entries(cache)
+    cache, entry = one_entry(tmp_path)
     entry.chmod(0o620)
     compiled(cache, profile())
     assert compiles.count == 2  # and written again, whole and 0600

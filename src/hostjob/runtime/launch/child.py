@@ -185,12 +185,9 @@ def child_main(
     posix.write(report_fd, READY)
     # What is left to do before the exec and does not wait for the start is done here,
     # off create's path (it returned at READY) and off start's (it waits for the exec):
-    # while the caller goes from one to the other. Its modules are loaded now too.
+    # while the caller goes from one to the other.
     environment = env_dict(env)
-    import hostjob.signals
-
-    if plan.seccomp is not None and plan.no_new_privileges:
-        import hostjob.seccomp  # noqa: F401
+    _load_exec_modules(plan)
     if fifo_fd >= 0:
         _wait_for_start(fifo_fd)
     elif release_fd >= 0 and not posix.read(release_fd, 1):
@@ -207,6 +204,14 @@ def child_main(
         posix.execve(program, plan.args, environment)
     except OSError as err:
         raise StartError(f'exec: "{plan.args[0]}": {err.strerror}') from err
+
+
+def _load_exec_modules(plan: LaunchPlan) -> None:
+    """Load what the steps after the start use (``_reset_signals``, ``_load_seccomp``)."""
+    from hostjob import signals  # noqa: F401
+
+    if plan.seccomp is not None and plan.no_new_privileges:
+        from hostjob import seccomp  # noqa: F401
 
 
 def _load_seccomp(plan: LaunchPlan) -> None:
