@@ -16,8 +16,6 @@ from __future__ import annotations
 import posix
 import sys
 
-from hostjob import jsonio
-
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
 _path: str | None = None
@@ -41,7 +39,9 @@ def settings() -> tuple[str | None, str, bool]:
 
 
 def format_record(level: str, msg: str, fmt: str) -> str:
-    # Imported only when a record is written: most commands write none.
+    # Imported only when a record is written: most commands write none (and one that
+    # reads no JSON, `delete --force` of an ID that is not there, loads no JSON code).
+    from hostjob import jsonio
     from hostjob.units import rfc3339
 
     now = rfc3339(local=True)

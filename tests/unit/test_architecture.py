@@ -68,6 +68,7 @@ LAYERS: dict[str, tuple[int, int]] = {
     "hostjob.cgroups": (4, 0),
     "hostjob.runtime.status": (5, 0),
     "hostjob.runtime.proc": (5, 0),
+    "hostjob.runtime.state_root": (5, 0),
     "hostjob.runtime.record": (5, 1),
     "hostjob.runtime.users": (5, 1),
     "hostjob.runtime.bundle": (5, 2),

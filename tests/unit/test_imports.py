@@ -95,3 +95,14 @@ def test_the_watcher_imports_only_what_it_needs() -> None:
         assert heavy == [], f"the watcher imports {heavy}"
         assert not any(m.startswith(("hostjob.images", "hostjob.cli")) for m in modules)
     assert "hostjob.runtime.launch.spawn" not in first  # only once it restarts a process
+
+
+def test_delete_force_of_an_unknown_id_loads_no_record(tmp_path: Path) -> None:
+    """docker's shim follows every `delete` with a `delete --force` of the same ID: that
+    one finds no directory, and answers without the record's model or any JSON code."""
+    modules = imported_modules(["--root", str(tmp_path), "delete", "--force", "gone"], tmp_path)
+    assert "hostjob.runtime.state_root" in modules
+    loaded = sorted(
+        m for m in modules if m in {"hostjob.runtime.record", "hostjob.jsonio", "_json"}
+    )
+    assert loaded == [], f"delete --force of an unknown ID loads {loaded}"

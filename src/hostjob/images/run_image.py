@@ -16,7 +16,8 @@ import os
 
 from hostjob.images.rootfs import ImageRootfs
 from hostjob.images.runspec import build_spec
-from hostjob.runtime.record import StateStore, validate_id
+from hostjob.runtime.record import StateStore
+from hostjob.runtime.state_root import validate_id
 from hostjob.runtime.verbs.create import CreateOptions
 
 TYPE_CHECKING = False

@@ -15,7 +15,8 @@ from __future__ import annotations
 from hostjob.errors import ContainerNotFound, ContainerNotRunning, StateCorrupt
 from hostjob.runtime import proc, status
 from hostjob.runtime.handle import Handle
-from hostjob.runtime.record import DEFAULT_ROOT, StateStore, validate_id
+from hostjob.runtime.record import StateStore
+from hostjob.runtime.state_root import DEFAULT_ROOT, validate_id
 from hostjob.runtime.status import Status
 
 TYPE_CHECKING = False

@@ -33,7 +33,8 @@ import posix
 from hostjob import paths
 from hostjob.env import getenv
 from hostjob.errors import DelegateError
-from hostjob.runtime.record import DELEGATE_DIR, StateStore, validate_id
+from hostjob.runtime.record import StateStore
+from hostjob.runtime.state_root import DELEGATE_DIR, validate_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

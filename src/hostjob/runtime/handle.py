@@ -17,7 +17,8 @@ from hostjob import log, paths
 from hostjob.env import getenv
 from hostjob.errors import ContainerNotFound, ContainerNotRunning, NotAJobContainer, StateCorrupt
 from hostjob.runtime import proc
-from hostjob.runtime.record import DEFAULT_ROOT, PHASE_CREATING, ExitStatus, StateStore
+from hostjob.runtime.record import PHASE_CREATING, ExitStatus, StateStore
+from hostjob.runtime.state_root import DEFAULT_ROOT
 from hostjob.runtime.status import Status
 
 TYPE_CHECKING = False

@@ -24,6 +24,14 @@ from hostjob.errors import (
     PermissionDenied,
     StateCorrupt,
 )
+from hostjob.runtime.state_root import (
+    DEFAULT_ROOT,
+    DELEGATE_DIR,
+    ID_CHARS,
+    SECCOMP_CACHE_DIR,
+    container_dir,
+    exists,
+)
 from hostjob.spec._decode import Model, boolean, integer, list_of, string, string_list
 
 TYPE_CHECKING = False
@@ -31,43 +39,24 @@ if TYPE_CHECKING:
     from hostjob.flock import FileLock
     from hostjob.job import DaemonConfig, JobConfig
 
-DEFAULT_ROOT = "/run/hostjob"
 STATE_FILE = "state.json"
 FIFO_NAME = "exec.fifo"
 SECCOMP_NAME = "seccomp.bpf"  # linux.seccomp compiled at create, for exec
 # A container that is not a job container (hostjob.runtime.delegate): its directory
 # holds only ROUTE_NAME, a symlink to the real OCI runtime that runs it (and, when its
 # namespaces had to change, the bundle that runtime was given); that runtime keeps its
-# state under <root>/DELEGATE_DIR/<its name>.
+# state under <root>/DELEGATE_DIR/<its name> (hostjob.runtime.state_root).
 ROUTE_NAME = "delegate"
-DELEGATE_DIR = ".delegate"
-# Compiled seccomp profiles kept for the next create (hostjob.seccomp_cache).
-SECCOMP_CACHE_DIR = ".seccomp"
-# hostjob's own names in the state root: no container may take one.
-_RESERVED = (".", "..", DELEGATE_DIR, SECCOMP_CACHE_DIR)
 # A detached image container's stdout and stderr (see hostjob.daemon.watcher), and
 # the lock its watcher holds while it lives.
 STDOUT_FIFO = "stdout.fifo"
 STDERR_FIFO = "stderr.fifo"
 WATCHER_LOCK = "watcher.lock"
-MAX_ID_BYTES = 1024
-_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+.-")
 
 # Record.phase: create has not finished / create finished (status is then derived
 # from the init process, the fifo and the freezer, as runc does).
 PHASE_CREATING = "creating"
 PHASE_CREATED = "created"
-
-
-def validate_id(container_id: str) -> str:
-    if (
-        not container_id
-        or container_id in _RESERVED
-        or len(container_id.encode()) > MAX_ID_BYTES
-        or not _ID_CHARS.issuperset(container_id)
-    ):
-        raise InvalidArgument(f"invalid container ID format: {container_id!r}")
-    return container_id
 
 
 def _job_config(value: object, path: str) -> JobConfig:
@@ -195,7 +184,7 @@ class StateStore:
         self.root = paths.abspath(root)
 
     def dir(self, container_id: str) -> str:
-        return paths.join(self.root, validate_id(container_id))
+        return container_dir(self.root, container_id)
 
     def fifo(self, container_id: str) -> str:
         return paths.join(self.dir(container_id), FIFO_NAME)
@@ -319,7 +308,7 @@ class StateStore:
         return paths.isdir(paths.join(self.root, DELEGATE_DIR))
 
     def exists(self, container_id: str) -> bool:
-        return paths.isdir(self.dir(container_id))
+        return exists(self.root, container_id)
 
     def read(self, container_id: str) -> Record | None:
         """The container's record; None when the directory exists without one
@@ -381,7 +370,7 @@ class StateStore:
             return []
         except PermissionError as err:
             raise PermissionDenied(f"cannot read {self.root}: hostjob needs root") from err
-        return sorted(n for n in names if not n.startswith(".") and _ID_CHARS.issuperset(n))
+        return sorted(n for n in names if not n.startswith(".") and ID_CHARS.issuperset(n))
 
     def remove(self, container_id: str) -> None:
         """Remove the container's directory and everything hostjob put in it.

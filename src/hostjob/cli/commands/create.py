@@ -32,7 +32,7 @@ COMMAND = Command(
 
 def run(args: Args, ctx: Context) -> int:
     from hostjob.runtime import bundle
-    from hostjob.runtime.record import validate_id
+    from hostjob.runtime.state_root import validate_id
 
     validate_id(args.container_id)  # a bad ID is the first thing said, as ever
     document = bundle.read_config(args.bundle)  # read once, for both

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hostjob.cli.args import FLAG, Command, Option
-from hostjob.runtime.record import StateStore
+from hostjob.runtime import state_root
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ COMMAND = Command(
 
 
 def run(args: Args, ctx: Context) -> int:
-    if args.force and not StateStore(ctx.root).exists(args.container_id):
+    if args.force and not state_root.exists(ctx.root, args.container_id):
         return 0  # nothing there: done, without loading the container library
     from hostjob.runtime.container import Container
 

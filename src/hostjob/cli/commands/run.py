@@ -20,7 +20,7 @@ from hostjob.cli.commands.create import CREATE_OPTIONS
 from hostjob.daemon.options import DAEMON_ONLY
 from hostjob.env import popenv
 from hostjob.errors import InvalidArgument
-from hostjob.runtime.record import validate_id
+from hostjob.runtime.state_root import validate_id
 from hostjob.runtime.verbs.create import CreateOptions
 from hostjob.runtime.verbs.run import run as run_container
 
