@@ -26,21 +26,23 @@ if TYPE_CHECKING:
         ContainerExists,
         ContainerNotFound,
         ContainerNotRunning,
-        DigestMismatch,
         HookError,
         HostjobError,
-        ImageError,
-        ImageNotFound,
         InvalidArgument,
-        InvalidReference,
         InvalidState,
         MissingController,
         MountError,
         NotSupported,
         PermissionDenied,
-        RegistryError,
         StartError,
         StateCorrupt,
+    )
+    from hostjob.image_errors import (
+        DigestMismatch,
+        ImageError,
+        ImageNotFound,
+        InvalidReference,
+        RegistryError,
         UnpackError,
     )
     from hostjob.runtime.container import Container
@@ -73,10 +75,17 @@ __all__ = [
     "__version__",
 ]
 
-# Where each public name lives (everything else in __all__ is an error class).
+# Where each public name lives (everything else in __all__ is an error class of
+# hostjob.errors).
 _MODULES = {
     "Container": "hostjob.runtime.container",
     "Status": "hostjob.runtime.status",
+    "DigestMismatch": "hostjob.image_errors",
+    "ImageError": "hostjob.image_errors",
+    "ImageNotFound": "hostjob.image_errors",
+    "InvalidReference": "hostjob.image_errors",
+    "RegistryError": "hostjob.image_errors",
+    "UnpackError": "hostjob.image_errors",
 }
 
 

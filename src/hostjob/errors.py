@@ -25,14 +25,7 @@ turns any ``HostjobError`` into that line on stderr, a logrus-style record in
     │   └── NotAJobContainer   the ID names a container a real OCI runtime runs (the
     │                          CLI hands the command over to it)
     ├── PermissionDenied       hostjob needs root for this
-    └── ImageError             the image path (``hostjob run IMAGE``, pull, unpack)
-        ├── InvalidReference   an image reference or transport that cannot be parsed
-        ├── RegistryError      the registry answered with an error
-        │   └── RegistryStalled  the registry (or its token realm) stopped making progress
-        ├── DigestMismatch     a blob's content does not match its digest or size
-        ├── UnpackError        a hostile or broken layer tar
-        │   └── UnpackLimit    an image unpacks to more bytes or inodes than it may
-        └── ImageNotFound      no such image in the store
+    └── ImageError             the image side: ``hostjob.image_errors``
 """
 
 from __future__ import annotations
@@ -167,37 +160,4 @@ class NotAJobContainer(DelegateError):
 
 
 class PermissionDenied(HostjobError):
-    pass
-
-
-class ImageError(HostjobError):
-    pass
-
-
-class InvalidReference(ImageError):
-    pass
-
-
-class RegistryError(ImageError):
-    pass
-
-
-class RegistryStalled(RegistryError):
-    """A registry connection moved too little for too long (never retried: a retry
-    would only wait as long again)."""
-
-
-class DigestMismatch(ImageError):
-    pass
-
-
-class UnpackError(ImageError):
-    pass
-
-
-class UnpackLimit(UnpackError):
-    """An image's layers unpack to more bytes or inodes than the pull allows."""
-
-
-class ImageNotFound(ImageError):
     pass

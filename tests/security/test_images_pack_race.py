@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.errors import ImageError
+from hostjob.image_errors import ImageError
 from hostjob.images import archive
 from tests.helpers import Hostjob
 

@@ -42,6 +42,7 @@ LAYERS: dict[str, tuple[int, int]] = {
             "hostjob.codepack_slot",
             "hostjob.env",
             "hostjob.errors",
+            "hostjob.image_errors",
             "hostjob.faults",
             "hostjob.flock",
             "hostjob.fsremove",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from hostjob.errors import ConfigError, HostjobError, UnpackError, one_line
+from hostjob.errors import ConfigError, HostjobError, one_line
+from hostjob.image_errors import UnpackError
 from hostjob.spec._decode import string_map
 
 

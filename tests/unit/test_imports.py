@@ -70,6 +70,7 @@ def test_runtime_command_imports(argv: list[str], tmp_path: Path) -> None:
     assert sorted(modules & NOT_OS) == [], f"{argv[0]} imports os"
     ours = {m for m in modules if m.startswith("hostjob")}
     assert not any(m.startswith(("hostjob.images", "hostjob.cli.render")) for m in ours)
+    assert "hostjob.image_errors" not in ours  # the image side's errors: made by it alone
 
 
 def test_the_watcher_imports_only_what_it_needs() -> None:

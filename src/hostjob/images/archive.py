@@ -17,7 +17,8 @@ import os
 import stat
 import tarfile
 
-from hostjob.errors import ImageError, InvalidArgument
+from hostjob.errors import InvalidArgument
+from hostjob.image_errors import ImageError
 from hostjob.images.content import Digester
 
 TYPE_CHECKING = False

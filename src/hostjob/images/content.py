@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 
 from hostjob import faults, fsutil
-from hostjob.errors import DigestMismatch, ImageError, ImageNotFound
+from hostjob.image_errors import DigestMismatch, ImageError, ImageNotFound
 from hostjob.images import root as storedir
 from hostjob.spec import image as spec
 

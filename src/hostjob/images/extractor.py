@@ -15,7 +15,7 @@ import os
 import stat
 import tarfile
 
-from hostjob.errors import UnpackError
+from hostjob.image_errors import UnpackError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -18,7 +18,8 @@ import os
 import stat
 
 from hostjob import fsremove
-from hostjob.errors import ImageError, InvalidArgument
+from hostjob.errors import InvalidArgument
+from hostjob.image_errors import ImageError
 from hostjob.images import root as storedir
 from hostjob.spec import image as spec
 

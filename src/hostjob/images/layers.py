@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 
 from hostjob import fsremove, fsutil
-from hostjob.errors import ImageError, ImageNotFound
+from hostjob.image_errors import ImageError, ImageNotFound
 from hostjob.images import root as storedir
 from hostjob.images.content import split_digest
 from hostjob.units import rfc3339

@@ -10,7 +10,8 @@ or more) of its manifest digest or ID (the config digest), as ``lookup`` says.
 
 from __future__ import annotations
 
-from hostjob.errors import ImageError, ImageNotFound, InvalidArgument, InvalidReference
+from hostjob.errors import InvalidArgument
+from hostjob.image_errors import ImageError, ImageNotFound, InvalidReference
 from hostjob.images import reference as refs
 from hostjob.images import root as storedir
 

@@ -21,7 +21,8 @@ import os
 import tempfile
 
 from hostjob import fsremove
-from hostjob.errors import ImageError, InvalidArgument, InvalidReference
+from hostjob.errors import InvalidArgument
+from hostjob.image_errors import ImageError, InvalidReference
 from hostjob.images import reference as refs
 from hostjob.images.archive import CHUNK, write_layer
 from hostjob.images.content import Digester
@@ -338,7 +339,7 @@ def _copy_into_layout(base: _Base, desc: spec.Descriptor, layout: Layout) -> Non
             writer = Digester(f)
             base.copy_blob(desc, writer)
         if writer.digest() != desc.digest:
-            from hostjob.errors import DigestMismatch
+            from hostjob.image_errors import DigestMismatch
 
             raise DigestMismatch(f"base layer {desc.digest} has digest {writer.digest()}")
         layout.add_file(tmp, desc.digest)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform as _platform
 
-from hostjob.errors import ImageError, InvalidReference
+from hostjob.image_errors import ImageError, InvalidReference
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from hostjob.errors import DigestMismatch, ImageError, InvalidReference
+from hostjob.image_errors import DigestMismatch, ImageError, InvalidReference
 from hostjob.images import progress as events
 from hostjob.images import reference as refs
 from hostjob.images.names import NameRecord

@@ -15,7 +15,7 @@ registry's own origin and to a token realm it names over HTTPS, never elsewhere.
 
 from __future__ import annotations
 
-from hostjob.errors import InvalidReference, RegistryError
+from hostjob.image_errors import InvalidReference, RegistryError
 from hostjob.images import progress as events
 from hostjob.images import reference as refs
 from hostjob.spec import image as spec

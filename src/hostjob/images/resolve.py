@@ -8,7 +8,7 @@ records ``images`` and ``inspect`` show (the CLI renders them).
 
 from __future__ import annotations
 
-from hostjob.errors import ImageError
+from hostjob.image_errors import ImageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

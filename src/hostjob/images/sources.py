@@ -14,7 +14,7 @@ import os
 import posixpath
 import tarfile
 
-from hostjob.errors import ImageError, ImageNotFound, InvalidReference
+from hostjob.image_errors import ImageError, ImageNotFound, InvalidReference
 from hostjob.images import reference as refs
 from hostjob.images.content import Digester
 from hostjob.spec import image as spec

@@ -16,7 +16,8 @@ record, which the CLI renders.
 
 from __future__ import annotations
 
-from hostjob.errors import ImageNotFound, InvalidArgument, InvalidReference
+from hostjob.errors import InvalidArgument
+from hostjob.image_errors import ImageNotFound, InvalidReference
 from hostjob.images import reference as refs
 from hostjob.images.content import ContentStore
 from hostjob.images.gc import Collector, ContainerRef

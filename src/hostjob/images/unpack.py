@@ -34,7 +34,8 @@ import os
 import tarfile
 
 from hostjob import faults
-from hostjob.errors import DigestMismatch, HostjobError, UnpackError, UnpackLimit
+from hostjob.errors import HostjobError
+from hostjob.image_errors import DigestMismatch, UnpackError, UnpackLimit
 from hostjob.images.content import Digester
 from hostjob.images.decompress import open_decompressed
 from hostjob.images.extractor import DIR_FLAGS, Extractor, HeaderInfo

@@ -9,7 +9,8 @@ reports malformed content as an ``ImageError`` naming the blob.
 
 from __future__ import annotations
 
-from hostjob.errors import ConfigError, ImageError
+from hostjob.errors import ConfigError
+from hostjob.image_errors import ImageError
 from hostjob.spec._decode import (
     Model,
     boolean,

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.errors import ImageError, MountError
+from hostjob.errors import MountError
+from hostjob.image_errors import ImageError
 from hostjob.images import overlay
 from hostjob.images.resolve import ResolvedImage
 from hostjob.images.rootfs import ContainerRootfs, ImageRootfs, MountedRootfs, unmount_image

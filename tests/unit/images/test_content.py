@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.errors import DigestMismatch, ImageError, ImageNotFound
+from hostjob.image_errors import DigestMismatch, ImageError, ImageNotFound
 from hostjob.images.content import ContentStore, Digester, hexdigest, split_digest
 from hostjob.images.root import StoreRoot
 from tests.fixtures.images import digest_of

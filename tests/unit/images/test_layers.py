@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.errors import DigestMismatch, ImageError, ImageNotFound
+from hostjob.image_errors import DigestMismatch, ImageError, ImageNotFound
 from hostjob.images.content import ContentStore
 from hostjob.images.layers import LayerCache, LayerRecord
 from hostjob.images.root import StoreRoot

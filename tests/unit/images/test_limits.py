@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.errors import InvalidArgument, UnpackLimit
+from hostjob.errors import InvalidArgument
+from hostjob.image_errors import UnpackLimit
 from hostjob.images import limits, unpack
 from hostjob.images.store import Store
 from tests.fixtures.bombs import inode_bomb, write_bomb_layout

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.errors import ImageError
+from hostjob.image_errors import ImageError
 from hostjob.images import archive
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hostjob.errors import ImageError, InvalidReference
+from hostjob.image_errors import ImageError, InvalidReference
 from hostjob.images import platforms
 from hostjob.spec.image import Descriptor, Platform
 

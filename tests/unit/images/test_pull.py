@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.errors import DigestMismatch
+from hostjob.image_errors import DigestMismatch
 from hostjob.images import progress
 from hostjob.images.pull import PullResult, default_name
 from hostjob.images.reference import parse

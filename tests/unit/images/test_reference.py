@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostjob.errors import InvalidReference
+from hostjob.image_errors import InvalidReference
 from hostjob.images import reference
 from hostjob.images.reference import parse, parse_name
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.errors import DigestMismatch, ImageError
+from hostjob.image_errors import DigestMismatch, ImageError
 from hostjob.images.resolve import ImageSummary, ResolvedImage, diff_ids, platform_of
 from hostjob.images.store import Store
 from hostjob.spec import image as spec

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from hostjob.errors import ImageError
+from hostjob.image_errors import ImageError
 from hostjob.spec import image as spec
 
 D = "sha256:" + "ab" * 32

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.errors import DigestMismatch, UnpackError
+from hostjob.image_errors import DigestMismatch, UnpackError
 from hostjob.images import unpack
 from tests.fixtures.tars import entry, gz, make_tar, sha256, zst
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hostjob.errors import ImageError
+from hostjob.image_errors import ImageError
 from hostjob.images import unpack
 from tests.fixtures.tars import entry, make_tar
 

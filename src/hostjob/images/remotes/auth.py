@@ -20,7 +20,7 @@ import base64
 import json
 import time
 
-from hostjob.errors import RegistryError
+from hostjob.image_errors import RegistryError
 from hostjob.images.remotes import transport
 
 TYPE_CHECKING = False

@@ -23,7 +23,7 @@ import json
 import os
 
 from hostjob import log
-from hostjob.errors import RegistryError
+from hostjob.image_errors import RegistryError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

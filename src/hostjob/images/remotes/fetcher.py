@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from hostjob.errors import RegistryError
+from hostjob.image_errors import RegistryError
 from hostjob.images.remotes import transport
 
 TYPE_CHECKING = False

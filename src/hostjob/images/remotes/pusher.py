@@ -8,7 +8,7 @@ match). The manifest goes last, so the image appears whole or not at all.
 
 from __future__ import annotations
 
-from hostjob.errors import DigestMismatch
+from hostjob.image_errors import DigestMismatch
 from hostjob.images.remotes import transport
 
 TYPE_CHECKING = False

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import time
 
-from hostjob.errors import DigestMismatch, HostjobError, RegistryError
+from hostjob.errors import HostjobError
+from hostjob.image_errors import DigestMismatch, RegistryError
 from hostjob.images.remotes import transport
 from hostjob.spec import image as spec
 
