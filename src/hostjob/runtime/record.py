@@ -30,7 +30,6 @@ from hostjob.runtime.state_root import (
     ID_CHARS,
     SECCOMP_CACHE_DIR,
     container_dir,
-    exists,
 )
 from hostjob.spec._decode import Model, boolean, integer, list_of, string, string_list
 
@@ -308,7 +307,7 @@ class StateStore:
         return paths.isdir(paths.join(self.root, DELEGATE_DIR))
 
     def exists(self, container_id: str) -> bool:
-        return exists(self.root, container_id)
+        return paths.isdir(self.dir(container_id))
 
     def read(self, container_id: str) -> Record | None:
         """The container's record; None when the directory exists without one

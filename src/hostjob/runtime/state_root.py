@@ -36,10 +36,11 @@ def validate_id(container_id: str) -> str:
 
 
 def container_dir(root: str, container_id: str) -> str:
-    """The state directory of ``container_id`` under the state root ``root``."""
-    return paths.join(paths.abspath(root), validate_id(container_id))
+    """The state directory of ``container_id`` under the absolute state root ``root``."""
+    return paths.join(root, validate_id(container_id))
 
 
 def exists(root: str, container_id: str) -> bool:
-    """Whether the state root ``root`` has a directory for ``container_id``."""
-    return paths.isdir(container_dir(root, container_id))
+    """Whether the state root ``root`` (as given on the command line) has a directory
+    for ``container_id``."""
+    return paths.isdir(container_dir(paths.abspath(root), container_id))
