@@ -1,4 +1,4 @@
-"""What the tests of installs share (tests/unit/test_codepack_build.py,
+"""What the tests of installs share (tests/unit/boot/test_codepack_build.py,
 tests/integration/test_install.py): the pack's index as a command would read it, the
 builders a first command started, waiting for them, and whether a command imports from
 the pack."""
@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from hostjob import codepack, codepack_build
+from hostjob.boot import codepack, codepack_build
 from tests.helpers import wait_for
 
 
@@ -70,4 +70,4 @@ def imports_from_the_pack(
         env=env,
     )
     assert done.returncode == 0, done.stderr
-    return "import 'hostjob.cli.main' # <hostjob.codepack.PackFinder" in done.stderr
+    return "import 'hostjob.cli.main' # <hostjob.boot.codepack.PackFinder" in done.stderr

@@ -6,7 +6,7 @@ The public API, importable by any Python program::
     c = hostjob.Container.create("job1", bundle="/path/to/bundle")
     c.start()
     print(c.state().status)
-    c.kill(15)                  # a signal number (hostjob.signals.SIGTERM)
+    c.kill(15)                  # a signal number (hostjob.linux.signals.SIGTERM)
     c.delete(force=True)
 
 Names are resolved lazily (PEP 562) so that ``import hostjob`` costs nothing on a
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         StartError,
         StateCorrupt,
     )
-    from hostjob.image_errors import (
+    from hostjob.images.errors import (
         DigestMismatch,
         ImageError,
         ImageNotFound,
@@ -80,12 +80,12 @@ __all__ = [
 _MODULES = {
     "Container": "hostjob.runtime.container",
     "Status": "hostjob.runtime.status",
-    "DigestMismatch": "hostjob.image_errors",
-    "ImageError": "hostjob.image_errors",
-    "ImageNotFound": "hostjob.image_errors",
-    "InvalidReference": "hostjob.image_errors",
-    "RegistryError": "hostjob.image_errors",
-    "UnpackError": "hostjob.image_errors",
+    "DigestMismatch": "hostjob.images.errors",
+    "ImageError": "hostjob.images.errors",
+    "ImageNotFound": "hostjob.images.errors",
+    "InvalidReference": "hostjob.images.errors",
+    "RegistryError": "hostjob.images.errors",
+    "UnpackError": "hostjob.images.errors",
 }
 
 

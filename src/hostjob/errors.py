@@ -25,7 +25,7 @@ turns any ``HostjobError`` into that line on stderr, a logrus-style record in
     │   └── NotAJobContainer   the ID names a container a real OCI runtime runs (the
     │                          CLI hands the command over to it)
     ├── PermissionDenied       hostjob needs root for this
-    └── ImageError             the image side: ``hostjob.image_errors``
+    └── ImageError             the image side: ``hostjob.images.errors``
 """
 
 from __future__ import annotations

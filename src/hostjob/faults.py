@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import posix
 
-from hostjob.env import getenv
+from hostjob.boot.env import getenv
 
 _CRASH_AT = getenv("HOSTJOB_CRASH_AT", "")
 

@@ -41,7 +41,7 @@ def settings() -> tuple[str | None, str, bool]:
 def format_record(level: str, msg: str, fmt: str) -> str:
     # Imported only when a record is written: most commands write none (and one that
     # reads no JSON, `delete --force` of an ID that is not there, loads no JSON code).
-    from hostjob import jsonio
+    from hostjob.boot import jsonio
     from hostjob.units import rfc3339
 
     now = rfc3339(local=True)

@@ -180,7 +180,7 @@ CONFIG_KEYS = [
 
 
 def _convert_config(raw: bytes) -> None:
-    from hostjob import jsonio
+    from hostjob.boot import jsonio
     from hostjob.cgroups import resolve_path
     from hostjob.runtime import bundle
     from hostjob.runtime.launch import plan as resolve
@@ -216,7 +216,7 @@ PROCESS_KEYS = [*all_keys(PROCESS_SEED), "username", "selinuxLabel", "scheduler"
 
 
 def _load_process(raw: bytes) -> None:
-    from hostjob import jsonio
+    from hostjob.boot import jsonio
     from hostjob.runtime import bundle
 
     path = os.path.join(sandbox().base, "bundle", "process.json")
@@ -252,8 +252,8 @@ RESOURCES_KEYS = [*all_keys(RESOURCES_SEED), "realtimeRuntime", "kernel", "kerne
 
 def _load_resources(raw: bytes) -> None:
     from hostjob.cgroups import resources as res
-    from hostjob.job import merge_resources
     from hostjob.runtime import bundle
+    from hostjob.specconv.jobconfig import merge_resources
 
     path = os.path.join(sandbox().base, "bundle", "resources.json")
     with open(path, "wb") as f:
@@ -332,23 +332,23 @@ DOCKER_ARCHIVE_SEED: list[Any] = [
 
 
 def _decode_image(raw: bytes) -> None:
-    from hostjob.spec import image as spec
+    from hostjob.images import imagespec
 
     def decode() -> None:
-        for cls in (spec.Manifest, spec.Index, spec.ImageConfig):
+        for cls in (imagespec.Manifest, imagespec.Index, imagespec.ImageConfig):
             try:
-                model = spec.decode_blob(cls, raw, "fuzz blob")
+                model = imagespec.decode_blob(cls, raw, "fuzz blob")
             except HostjobError as err:
                 _check_error(err)
                 continue
             json.dumps(model.to_json())
-        spec.sniff_media_type(raw)
+        imagespec.sniff_media_type(raw)
         try:
-            data = spec.parse_json(raw, "manifest.json")
+            data = imagespec.parse_json(raw, "manifest.json")
         except HostjobError as err:
             _check_error(err)
             return
-        spec.decode_docker_archive_manifest(data)
+        imagespec.decode_docker_archive_manifest(data)
 
     expect_clean(decode)
 
@@ -399,11 +399,11 @@ def image_runspec(data: bytes) -> None:
     ``WorkingDir``, ``Env``, ``Volumes``) and flags -> ``build_spec`` -> the job: no
     annotation, mount point, mode or user may come from the image's labels, and the
     image's working directory stays inside the image."""
-    from hostjob import config
+    from hostjob.images.imagespec import ContainerConfig
     from hostjob.images.runspec import RunFlags, build_spec
     from hostjob.runtime.launch import plan as resolve
     from hostjob.spec import runtime as wire
-    from hostjob.spec.image import ContainerConfig
+    from hostjob.specconv import convert
 
     chooser = Chooser(data)
     doc = mutate(RUN_IMAGE_SEED, chooser, [*all_keys(RUN_IMAGE_SEED), *POLICY_KEYS])
@@ -424,11 +424,11 @@ def image_runspec(data: bytes) -> None:
         image = ContainerConfig.decode(doc, "config")
         spec = build_spec(image, flags)
         _check_runspec(image, flags, spec)
-        job = config.to_job_config(wire.Spec.decode(spec), box.bundle, "fuzz")
+        job = convert.to_job_config(wire.Spec.decode(spec), box.bundle, "fuzz")
         expected_mode = flags.mount_mode or "host"
         if job.mount_mode != expected_mode:
             raise Finding(f"mount mode {job.mount_mode!r}, the flags said {expected_mode!r}")
-        default_point = job.rootfs if expected_mode == "host" else config.DEFAULT_BIND_MOUNT_POINT
+        default_point = job.rootfs if expected_mode == "host" else convert.DEFAULT_BIND_MOUNT_POINT
         if job.mount_point != (flags.mount_point or default_point):
             raise Finding(f"mount point {job.mount_point!r} does not come from the flags")
         if job.inherit_user != ("user" not in spec["process"]):

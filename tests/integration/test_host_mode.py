@@ -367,7 +367,7 @@ def test_readonly_rootfs_leaves_the_clients_rootfs_mount(hj: Hostjob, bundle) ->
 def test_an_undo_before_the_mount_leaves_the_clients_mount(tmp_path: Path) -> None:
     """A crash between recording the bind and making it: the undo entry names the mount
     that was there, so delete --force unmounts nothing (before: the client's mount)."""
-    from hostjob import fsutil
+    from hostjob.linux import fsutil
     from hostjob.runtime.sandbox.undo import UNMOUNT, undo
 
     rootfs = tmp_path / "rootfs"

@@ -140,7 +140,7 @@ def test_the_cgroup2_join_is_a_clone3_and_the_fallback_a_procs_write(
 
 FORK_INTO_CGROUP = """
 import os, sys
-from hostjob import linux
+from hostjob.linux import syscalls
 from hostjob.runtime.launch import spawn
 
 cgroup2, v1 = sys.argv[1], sys.argv[2]

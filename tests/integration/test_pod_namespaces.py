@@ -182,8 +182,8 @@ def test_other_clients_namespaces_are_ignored(hj: Hostjob, bundle, tmp_path: Pat
 def test_a_namespace_swapped_since_create_looked_is_not_joined(sandbox: Sandbox) -> None:
     """The child opens the path and checks it is the namespace create found there."""
     from hostjob.errors import StartError
-    from hostjob.job import PodNamespace
     from hostjob.runtime.sandbox.join import join_pod
+    from hostjob.specconv.jobconfig import PodNamespace
 
     st = os.stat(sandbox.netns)
     stale = PodNamespace(type="network", path=sandbox.netns, device=st.st_dev, inode=st.st_ino + 1)

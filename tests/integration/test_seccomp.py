@@ -113,7 +113,7 @@ def test_the_record_keeps_the_profile_for_exec(hj: Hostjob, bundle) -> None:
 def test_exec_installs_the_filter_create_compiled(hj: Hostjob, bundle, tmp_path: Path) -> None:
     """exec does not compile the profile again: it installs the filter kept in the
     container's state directory (here swapped for one returning another errno)."""
-    from hostjob import seccomp
+    from hostjob.seccomp import bpf
 
     target = tmp_path / "t"
     target.mkdir()
@@ -123,7 +123,7 @@ def test_exec_installs_the_filter_create_compiled(hj: Hostjob, bundle, tmp_path:
         kept = hj.root / cid / "seccomp.bpf"
         assert kept.stat().st_mode & 0o777 == 0o600
         other = dict(DENY_MKDIR, syscalls=[dict(DENY_MKDIR["syscalls"][0], errnoRet=28)])
-        seccomp.save(seccomp.build(other), str(kept))
+        bpf.save(bpf.build(other), str(kept))
         out = hj("exec", cid, "mkdir", str(target / "x")).stderr
         assert "No space left on device" in out, out  # errno 28: the kept filter's
         kept.unlink()  # none kept (a record from before): compiled from the profile
@@ -140,7 +140,7 @@ def test_a_create_takes_the_program_an_earlier_create_compiled(
     """The program compiled for a profile is kept in the state root's ``.seccomp`` and the
     next create with the same profile installs it without compiling (here: the kept one
     swapped for a program that returns another errno, which the next container shows)."""
-    from hostjob import seccomp
+    from hostjob.seccomp import bpf
 
     target = tmp_path / "t"
     target.mkdir()
@@ -152,7 +152,7 @@ def test_a_create_takes_the_program_an_earlier_create_compiled(
     assert cache.stat().st_mode & 0o777 == 0o700 and entry.stat().st_mode & 0o777 == 0o600
     other = dict(DENY_MKDIR, syscalls=[dict(DENY_MKDIR["syscalls"][0], errnoRet=28)])
     data = entry.read_bytes()
-    program = seccomp.build(other).program
+    program = bpf.build(other).program
     entry.write_bytes(data[: len(data) - len(program)] + program)
     second = hj("run", "-b", str(bundle(config)), new_id())
     assert "No space left on device" in second.stderr, second.stderr  # the kept program

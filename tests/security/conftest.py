@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from hostjob import linux
 from hostjob.images.pack import pack
+from hostjob.linux import syscalls
 from tests.helpers import Hostjob, make_rootfs
 
 NOBODY = 65534
@@ -115,6 +115,6 @@ def unmount_under(prefix: str) -> None:
             return
         for target in sorted(targets, key=len, reverse=True):
             try:
-                linux.umount2(target, linux.MNT_DETACH)
+                syscalls.umount2(target, syscalls.MNT_DETACH)
             except OSError:
                 pass

@@ -179,7 +179,7 @@ def snapshot(top: str) -> dict[str, tuple[int, int, int, int]]:
 
 
 def path_based_remove_tree(path: str) -> None:
-    """``hostjob.fsremove.remove_tree`` as it was: lstat, then scandir by path."""
+    """``hostjob.linux.fsremove.remove_tree`` as it was: lstat, then scandir by path."""
     device = os.lstat(path).st_dev
 
     def remove(current: str) -> None:

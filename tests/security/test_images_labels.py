@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hostjob.mountinfo import is_mountpoint
+from hostjob.linux.mountinfo import is_mountpoint
 from tests.helpers import Hostjob, new_id
 
 SHOW = 'id -u; echo "$CONTAINER_SANDBOX_MOUNT_POINT"'

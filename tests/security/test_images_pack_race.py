@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.image_errors import ImageError
 from hostjob.images import archive
+from hostjob.images.errors import ImageError
 from tests.helpers import Hostjob
 
 NOBODY = 65534

@@ -19,9 +19,9 @@ import struct
 import tarfile
 from pathlib import Path
 
-from hostjob import linux
 from hostjob.images.pack import pack
 from hostjob.images.store import Store
+from hostjob.linux import syscalls
 from tests.helpers import Hostjob, base_config, make_bundle, new_id
 
 RUN_AS_SETUID = 'exec "$0" -u'  # the program's effective uid
@@ -141,17 +141,19 @@ def test_a_read_only_remount_keeps_nosuid_and_nodev(open_tmp, hj_open: Hostjob) 
     rootfs (root.readonly) must keep them."""
     b = make_bundle(open_tmp / "bundle", base_config("sleep", "300"))
     rootfs = b / "rootfs"
-    linux.mount(str(rootfs), str(rootfs), None, linux.MS_BIND)
+    syscalls.mount(str(rootfs), str(rootfs), None, syscalls.MS_BIND)
     try:
-        linux.mount(None, str(rootfs), None,
-                    linux.MS_BIND | linux.MS_REMOUNT | linux.MS_NOSUID | linux.MS_NODEV)  # fmt: skip
+        syscalls.mount(None, str(rootfs), None,
+                    syscalls.MS_BIND | syscalls.MS_REMOUNT | syscalls.MS_NOSUID | syscalls.MS_NODEV)  # fmt: skip
         # The trap: a plain read-only remount of a nosuid bind drops nosuid.
         scratch = open_tmp / "scratch"
         scratch.mkdir()
-        linux.mount(str(rootfs), str(scratch), None, linux.MS_BIND)
-        linux.mount(None, str(scratch), None, linux.MS_BIND | linux.MS_REMOUNT | linux.MS_RDONLY)
+        syscalls.mount(str(rootfs), str(scratch), None, syscalls.MS_BIND)
+        syscalls.mount(
+            None, str(scratch), None, syscalls.MS_BIND | syscalls.MS_REMOUNT | syscalls.MS_RDONLY
+        )
         assert not os.statvfs(scratch).f_flag & os.ST_NOSUID, "the kernel's rule changed?"
-        linux.umount2(str(scratch))
+        syscalls.umount2(str(scratch))
         mount_point = open_tmp / "ro-point"
         config = base_config("sleep", "300")
         config["root"]["readonly"] = True
@@ -165,7 +167,7 @@ def test_a_read_only_remount_keeps_nosuid_and_nodev(open_tmp, hj_open: Hostjob) 
         finally:
             hj_open.ok("delete", "--force", cid)
     finally:
-        linux.umount2(str(rootfs), linux.MNT_DETACH)
+        syscalls.umount2(str(rootfs), syscalls.MNT_DETACH)
 
 
 # --- pack ---------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.image_errors import RegistryError
+from hostjob.images.errors import RegistryError
 from hostjob.images.push import push
 from hostjob.images.store import Store
 from tests.fixtures.images import write_layout

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from hostjob import fsremove
 from hostjob.images.pack import pack
 from hostjob.images.rootfs import rw_dir
 from hostjob.images.store import Store
+from hostjob.linux import fsremove
 from tests.helpers import BUSYBOX, Hostjob, base_config, mounts_under, new_id
 from tests.security.racers import (
     attack_attempts,

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from hostjob import linux
 from hostjob.errors import StartError
+from hostjob.linux import syscalls
 from hostjob.runtime import proc
 from hostjob.runtime.sandbox import join
 from tests.helpers import Hostjob, base_config, new_id
@@ -81,14 +81,14 @@ def test_join_uses_the_pidfd_or_the_checked_fallback(
     started = proc.start_time(init)
     assert started is not None
     monkeypatch.setattr(join, "PIDFD_SETNS", use_pidfd)
-    real_setns = linux.setns
+    real_setns = syscalls.setns
     used: list[str] = []
 
     def spy(fd: int, nstype: int = 0) -> None:
         used.append(os.readlink(f"/proc/self/fd/{fd}"))
         real_setns(fd, nstype)
 
-    monkeypatch.setattr(linux, "setns", spy)
+    monkeypatch.setattr(syscalls, "setns", spy)
 
     def joined_by_exec() -> str:
         join.join_namespace(init, started)()
@@ -118,7 +118,7 @@ def test_exec_never_joins_a_process_that_took_the_pid(monkeypatch: pytest.Monkey
 
         def old_join() -> str:
             fd = os.open(f"/proc/{stranger.pid}/ns/mnt", os.O_RDONLY)
-            linux.setns(fd, linux.CLONE_NEWNS)
+            syscalls.setns(fd, syscalls.CLONE_NEWNS)
             return str(_ns() == _ns(stranger.pid))
 
         assert _in_child(old_join) == "True"

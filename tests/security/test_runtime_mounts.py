@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from hostjob import fsremove, linux
+from hostjob.linux import fsremove, syscalls
 from tests.helpers import Hostjob, base_config, new_id
 from tests.security.racers import open_up, racing, snapshot
 
@@ -58,9 +58,9 @@ def test_a_path_based_mount_follows_an_image_symlink(tmp_path: Path) -> None:
     pid = os.fork()
     if pid == 0:
         try:
-            linux.unshare(linux.CLONE_NEWNS)
-            linux.mount(None, "/", None, linux.MS_REC | linux.MS_PRIVATE)
-            linux.mount(str(volume), str(mount_point / "data"), None, linux.MS_BIND)
+            syscalls.unshare(syscalls.CLONE_NEWNS)
+            syscalls.mount(None, "/", None, syscalls.MS_REC | syscalls.MS_PRIVATE)
+            syscalls.mount(str(volume), str(mount_point / "data"), None, syscalls.MS_BIND)
             os.write(write, " ".join(sorted(os.listdir(canary))).encode())
         finally:
             os._exit(0)
@@ -154,11 +154,11 @@ def test_a_path_based_host_mount_follows_a_symlink_in_the_rootfs(tmp_path: Path)
     rootfs = tmp_path / "rootfs"
     rootfs.mkdir()
     (rootfs / "a").symlink_to(outside)
-    linux.mount("tmpfs", str(rootfs / "a" / "x"), "tmpfs", 0, "size=1m")
+    syscalls.mount("tmpfs", str(rootfs / "a" / "x"), "tmpfs", 0, "size=1m")
     try:
         assert os.listdir(outside / "x") == []  # covered
     finally:
-        linux.umount2(str(outside / "x"), linux.MNT_DETACH)
+        syscalls.umount2(str(outside / "x"), syscalls.MNT_DETACH)
 
 
 def test_host_mode_mounts_made_under_a_racer(hj: Hostjob, bundle, tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 ``delete`` removes a container's writable layer and its state directory. A process
 that can still write there (through an fd into a lazily unmounted overlay, say)
 swaps a directory for a symlink to a canary while the removal runs. The path-based
-removal hostjob had deleted the canary's files; ``hostjob.fsremove.remove_tree`` walks
+removal hostjob had deleted the canary's files; ``hostjob.linux.fsremove.remove_tree`` walks
 with directory fds and ``O_NOFOLLOW`` and never leaves the tree, nor crosses into a
 mount below it.
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from hostjob import fsremove
 from hostjob.errors import MountError
+from hostjob.linux import fsremove
 from tests.security.racers import (
     attack_attempts,
     open_up,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hostjob.errors import ConfigError, HostjobError, one_line
-from hostjob.image_errors import UnpackError
+from hostjob.images.errors import UnpackError
 from hostjob.spec._decode import string_map
 
 

@@ -63,8 +63,8 @@ def test_freed() -> None:
 
 
 def test_image_rows_and_details_as_json() -> None:
+    from hostjob.images import imagespec
     from hostjob.images.resolve import ImageDetails, ImageSummary, LayerInfo
-    from hostjob.spec import image as spec
 
     row = ImageSummary("docker.io/library/a:1", "sha256:" + "1" * 64, "2026-01-01T00:00:00Z")
     assert render.summary_json(row) == {
@@ -79,14 +79,16 @@ def test_image_rows_and_details_as_json() -> None:
     }
     row.error = "blob gone"
     assert render.summary_json(row)["error"] == "blob gone" and "id" not in render.summary_json(row)
-    config = spec.ImageConfig.decode({"os": "linux", "architecture": "arm64", "variant": "v8"})
-    manifest = spec.Manifest.decode(
+    config = imagespec.ImageConfig.decode({"os": "linux", "architecture": "arm64", "variant": "v8"})
+    manifest = imagespec.Manifest.decode(
         {
             "schemaVersion": 2,
-            "layers": [{"mediaType": spec.OCI_LAYER, "digest": "sha256:" + "2" * 64, "size": 7}],
+            "layers": [
+                {"mediaType": imagespec.OCI_LAYER, "digest": "sha256:" + "2" * 64, "size": 7}
+            ],
         }
     )
-    layer = LayerInfo("sha256:" + "2" * 64, spec.OCI_LAYER, 7, "sha256:" + "3" * 64, None)
+    layer = LayerInfo("sha256:" + "2" * 64, imagespec.OCI_LAYER, 7, "sha256:" + "3" * 64, None)
     details = ImageDetails(
         ["a"], "sha256:" + "1" * 64, manifest, "sha256:" + "4" * 64, config, [layer], None
     )
@@ -96,7 +98,7 @@ def test_image_rows_and_details_as_json() -> None:
     ]  # fmt: skip
     assert out["platform"] == "linux/arm64/v8" and out["size"] == 7
     assert out["layers"] == [
-        {"digest": "sha256:" + "2" * 64, "mediaType": spec.OCI_LAYER, "size": 7,
+        {"digest": "sha256:" + "2" * 64, "mediaType": imagespec.OCI_LAYER, "size": 7,
          "diffID": "sha256:" + "3" * 64, "path": None},
     ]  # fmt: skip
     assert out["config"]["architecture"] == "arm64"

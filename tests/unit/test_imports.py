@@ -23,8 +23,8 @@ FORBIDDEN = {
 
 # Nor ``os``: importing it is ~1 ms of a command (most of it ``_collections_abc``, for
 # ``os.environ``), a third to a half of what a `state` costs above the bare interpreter. The
-# runtime path calls ``posix`` and takes path names and the environment from hostjob.paths
-# and hostjob.env (tests/unit/test_paths.py holds them to os.path's results).
+# runtime path calls ``posix`` and takes path names and the environment from hostjob.boot.paths
+# and hostjob.boot.env (tests/unit/boot/test_paths.py holds them to os.path's results).
 NOT_OS = {"os", "posixpath", "genericpath", "_collections_abc"}
 
 RUNTIME_COMMANDS = [
@@ -70,7 +70,7 @@ def test_runtime_command_imports(argv: list[str], tmp_path: Path) -> None:
     assert sorted(modules & NOT_OS) == [], f"{argv[0]} imports os"
     ours = {m for m in modules if m.startswith("hostjob")}
     assert not any(m.startswith(("hostjob.images", "hostjob.cli.render")) for m in ours)
-    assert "hostjob.image_errors" not in ours  # the image side's errors: made by it alone
+    assert "hostjob.images.errors" not in ours  # the image side's errors: made by it alone
 
 
 def test_the_watcher_imports_only_what_it_needs() -> None:
@@ -79,9 +79,9 @@ def test_the_watcher_imports_only_what_it_needs() -> None:
     spawn's -- never anything heavy, the image side or the CLI."""
     code = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
-        "import hostjob.daemon.watcher\n"
+        "import hostjob.supervisor.watcher\n"
         "first = set(sys.modules)\n"
-        "import hostjob.runtime.verbs.restart, hostjob.linux\n"
+        "import hostjob.runtime.verbs.restart, hostjob.linux.syscalls\n"
         "sys.stdout.write(' '.join(sorted(first)) + '\\n' + ' '.join(sorted(sys.modules)))\n"
     )
     result = subprocess.run(
@@ -104,6 +104,6 @@ def test_delete_force_of_an_unknown_id_loads_no_record(tmp_path: Path) -> None:
     modules = imported_modules(["--root", str(tmp_path), "delete", "--force", "gone"], tmp_path)
     assert "hostjob.runtime.state_root" in modules
     loaded = sorted(
-        m for m in modules if m in {"hostjob.runtime.record", "hostjob.jsonio", "_json"}
+        m for m in modules if m in {"hostjob.runtime.record", "hostjob.boot.jsonio", "_json"}
     )
     assert loaded == [], f"delete --force of an unknown ID loads {loaded}"

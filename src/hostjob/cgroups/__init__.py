@@ -28,7 +28,7 @@ from __future__ import annotations
 import errno
 import posix
 
-from hostjob import paths
+from hostjob.boot import paths
 from hostjob.errors import CgroupError, ConfigError
 
 TYPE_CHECKING = False
@@ -138,7 +138,7 @@ def parse_mountinfo(text: str) -> Mounts:
     root; the cgroup2 mount at ``/sys/fs/cgroup`` (v2) or ``/sys/fs/cgroup/unified``
     (hybrid) wins over others.
     """
-    from hostjob import mountinfo
+    from hostjob.linux import mountinfo
 
     # A node running many containers has hundreds of mounts: only the cgroup ones are
     # parsed (" - " then the type can only be the separator: a path's spaces are \040).

@@ -17,7 +17,7 @@ import errno
 import posix
 import time
 
-from hostjob import paths
+from hostjob.boot import paths
 from hostjob.cgroups import _fs
 from hostjob.errors import CgroupError, MissingController
 
@@ -96,7 +96,7 @@ def warn_once(msg: str) -> None:
 
 def signal_pidfd(fd: int, pid: int, sig: int) -> None:
     """Signal the process behind pidfd ``fd`` (``pid``: for the error); gone is fine."""
-    from hostjob import signals
+    from hostjob.linux import signals
 
     try:
         signals.pidfd_send_signal(fd, sig)
@@ -370,7 +370,7 @@ class Manager:
         """
         if not self.exists() or not self.pids():
             return True
-        from hostjob import signals  # here: an ended job's delete never loads it
+        from hostjob.linux import signals  # here: an ended job's delete never loads it
 
         self.kill_all(signals.SIGTERM)
         if self.wait_empty(grace, idle):
@@ -389,7 +389,7 @@ class Manager:
         delay = 0.001
         while busy:
             if self.pids():
-                from hostjob import signals
+                from hostjob.linux import signals
 
                 self.kill_all(signals.SIGKILL)
                 self.wait_empty(max(0.0, min(1.0, deadline - time.monotonic())))
@@ -440,7 +440,7 @@ class Manager:
 
     def _signal_frozen(self, sig: int) -> None:
         """Freeze, signal every process, thaw: nothing forks in between."""
-        from hostjob import signals
+        from hostjob.linux import signals
 
         try:
             was_frozen = self.frozen()
@@ -467,7 +467,7 @@ class Manager:
         process (a live process keeps its number), or that process is dead and the
         signal goes nowhere.
         """
-        from hostjob.signals import pidfd_of
+        from hostjob.linux.signals import pidfd_of
 
         fds: dict[int, int] = {}
         try:

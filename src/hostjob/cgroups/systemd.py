@@ -3,7 +3,7 @@ kubeadm's default): the job is a transient ``<prefix>-<name>.scope`` in the slic
 ``slice:prefix:name`` path names, which systemd itself starts, knows and shows
 (``systemctl status``), as runc's systemd driver makes one.
 
-The scope is started over D-Bus (``hostjob.dbus``, loaded only here) with the container's
+The scope is started over D-Bus (``hostjob.cgroups.dbus``, loaded only here) with the container's
 init as its one process and ``Delegate=yes`` (the job's subtree is hostjob's to manage:
 exec'd processes, the freezer, kill-all), and with the limits systemd has properties for
 as unit properties (``MemoryMax``, ``TasksMax``, ``CPUWeight``, ...): a unit's own
@@ -28,7 +28,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.dbus import Connection
+    from hostjob.cgroups.dbus import Connection
     from hostjob.spec.resources import Resources
 
     Property = tuple[str, tuple[str, Any]]  # (name, (signature, value))
@@ -161,7 +161,7 @@ def split(resources: Resources | None) -> tuple[list[Property], Resources | None
 
 
 def _connect() -> Connection:
-    from hostjob import dbus
+    from hostjob.cgroups import dbus
 
     conn = dbus.system_bus()
     try:
@@ -194,7 +194,7 @@ def _wait_job(conn: Connection, job: str, what: str) -> None:
 def start(path: str, pid: int, description: str, resources: Resources | None) -> Resources | None:
     """Start the transient scope of the job's cgroup ``path`` with the process ``pid`` in it
     and ``resources``' unit properties; what is left of them for the cgroup's files."""
-    from hostjob.dbus import DBusError
+    from hostjob.cgroups.dbus import DBusError
 
     slice_name, unit = unit_of(path)
     props, rest = split(resources)
@@ -225,7 +225,7 @@ def start(path: str, pid: int, description: str, resources: Resources | None) ->
 def set_properties(path: str, resources: Resources) -> Resources | None:
     """``update``: the unit properties of ``resources`` set on the running scope (at
     run time, not persisted); what is left for the cgroup's files."""
-    from hostjob.dbus import DBusError
+    from hostjob.cgroups.dbus import DBusError
 
     _slice, unit = unit_of(path)
     props, rest = split(resources)
@@ -242,7 +242,7 @@ def set_properties(path: str, resources: Resources) -> Resources | None:
 def stop(path: str) -> None:
     """Stop the job's scope (gone already is fine) and reset it: a scope whose processes
     were killed would stay listed as failed."""
-    from hostjob.dbus import DBusError
+    from hostjob.cgroups.dbus import DBusError
 
     _slice, unit = unit_of(path)
     try:
@@ -307,7 +307,7 @@ def delegates(unit_path: str) -> bool:
 def _unit_delegates(unit: str) -> bool:
     """Whether systemd says ``unit`` has ``Delegate=yes`` (systemd before 251 marks no
     cgroup: asked over D-Bus)."""
-    from hostjob.dbus import DBusError, system_bus
+    from hostjob.cgroups.dbus import DBusError, system_bus
 
     kind = "Service" if unit.endswith(".service") else "Scope"
     try:
@@ -327,7 +327,7 @@ def writes_to_journal(fds: tuple[int, ...] = (1, 2)) -> bool:
     unit (``$JOURNAL_STREAM`` names that stream as ``device:inode``): only then does
     where the job's cgroup lies decide whose output journald files the lines under. A
     unit whose output goes elsewhere (cron's pipe, a file) has nothing to lose."""
-    from hostjob.env import getenv
+    from hostjob.boot.env import getenv
 
     device, _, inode = (getenv("JOURNAL_STREAM") or "").partition(":")
     if not (device + inode).isascii() or not device.isdigit() or not inode.isdigit():

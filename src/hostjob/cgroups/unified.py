@@ -11,7 +11,7 @@ import io
 import posix
 import time
 
-from hostjob import paths
+from hostjob.boot import paths
 from hostjob.cgroups._fs import Dir, keyed_value
 from hostjob.errors import CgroupError, MissingController
 

@@ -134,7 +134,7 @@ class Context:
 
     def defaults(self) -> dict[str, str]:
         """The operator's defaults, by the annotation each stands for (as
-        ``hostjob.config.to_job_config`` takes them; its names, written out here so
+        ``hostjob.specconv.convert.to_job_config`` takes them; its names, written out here so
         that the commands that never convert a config do not import it)."""
         found = {}
         if self.default_mount_mode:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from hostjob import jsonio
+from hostjob.boot import jsonio
 from hostjob.cli.args import FLAG, INT, VALUE, Option
 from hostjob.errors import one_line
 from hostjob.units import human_size, parse_duration, parse_rfc3339, parse_size

@@ -32,7 +32,7 @@ need them. Modules, one concern each, lowest first::
                 ``RootfsProvider`` (``ImageRootfs``)
     runspec     image config + ``run`` flags -> a runtime-spec config
     run_image   ``hostjob run IMAGE``: the container, through ``hostjob.runtime`` (or,
-                detached, ``hostjob.daemon``)
+                detached, ``hostjob.supervisor``)
     archive     a directory walked fd-relative and written as a tar layer
     layout      an OCI image layout written (blobs, index.json) and its tar
     pack        a reproducible one-layer image from a directory

@@ -18,8 +18,8 @@ import stat
 import tarfile
 
 from hostjob.errors import InvalidArgument
-from hostjob.image_errors import ImageError
 from hostjob.images.content import Digester
+from hostjob.images.errors import ImageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

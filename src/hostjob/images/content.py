@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import os
 
-from hostjob import faults, fsutil
-from hostjob.image_errors import DigestMismatch, ImageError, ImageNotFound
+from hostjob import faults
+from hostjob.images import imagespec
 from hostjob.images import root as storedir
-from hostjob.spec import image as spec
+from hostjob.images.errors import DigestMismatch, ImageError, ImageNotFound
+from hostjob.linux import fsutil
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ class Digester:
 
 def split_digest(digest: str) -> tuple[str, str]:
     """``sha256:<hex>`` -> ``("sha256", "<hex>")``; anything else is an ``ImageError``."""
-    if not spec.is_digest(digest):
+    if not imagespec.is_digest(digest):
         raise ImageError(f"invalid digest {digest!r}")
     algorithm, _, encoded = digest.partition(":")
     return algorithm, encoded
@@ -182,11 +183,11 @@ class ContentStore:
             raise DigestMismatch(f"stored blob {digest} is corrupt")
         return data
 
-    def manifest(self, digest: str) -> spec.Manifest:
-        return spec.decode_blob(spec.Manifest, self.read(digest), f"manifest {digest}")
+    def manifest(self, digest: str) -> imagespec.Manifest:
+        return imagespec.decode_blob(imagespec.Manifest, self.read(digest), f"manifest {digest}")
 
-    def config(self, digest: str) -> spec.ImageConfig:
-        return spec.decode_blob(spec.ImageConfig, self.read(digest), f"config {digest}")
+    def config(self, digest: str) -> imagespec.ImageConfig:
+        return imagespec.decode_blob(imagespec.ImageConfig, self.read(digest), f"config {digest}")
 
     def write(self, data: bytes, digest: str | None = None) -> str:
         """Store ``data``; returns its digest (checked against ``digest`` if given)."""

@@ -9,7 +9,7 @@ layers are refused.
 
 from __future__ import annotations
 
-from hostjob.image_errors import UnpackError
+from hostjob.images.errors import UnpackError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import os
 import stat
 import tarfile
 
-from hostjob.image_errors import UnpackError
+from hostjob.images.errors import UnpackError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ class Extractor:
         except FileNotFoundError:
             return
         if stat.S_ISDIR(st.st_mode):
-            from hostjob import fsremove
+            from hostjob.linux import fsremove
 
             self.forget(parts)
             fsremove.remove_entry(parent_fd, name)

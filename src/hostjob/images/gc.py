@@ -17,21 +17,21 @@ from __future__ import annotations
 import os
 import stat
 
-from hostjob import fsremove
 from hostjob.errors import InvalidArgument
-from hostjob.image_errors import ImageError
+from hostjob.images import imagespec
 from hostjob.images import root as storedir
-from hostjob.spec import image as spec
+from hostjob.images.errors import ImageError
+from hostjob.linux import fsremove
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.fsutil import FileLock
     from hostjob.images.content import ContentStore
     from hostjob.images.layers import LayerCache
     from hostjob.images.names import NameIndex
     from hostjob.images.root import StoreRoot
+    from hostjob.linux.fsutil import FileLock
 
 
 class ContainerRef:
@@ -238,7 +238,7 @@ class Collector:
                 ("layers", "layer", layers, keep_layers),
             ):
                 for digest in dict.fromkeys(given):
-                    if digest in keep or not spec.is_digest(digest):
+                    if digest in keep or not imagespec.is_digest(digest):
                         continue
                     algorithm, _, encoded = digest.partition(":")
                     path = self.root.join(top, algorithm, encoded)
@@ -263,13 +263,13 @@ class Collector:
         roots = [(r.manifest, r.index) for r in self.names.records().values()]
         for ref in self.containers().values():
             roots.append((ref.manifest, None))
-            keep_layers.update(d for d in ref.layers if spec.is_digest(d))
-            if spec.is_digest(ref.config):
+            keep_layers.update(d for d in ref.layers if imagespec.is_digest(d))
+            if imagespec.is_digest(ref.config):
                 keep_blobs.add(ref.config)
         for manifest_digest, index_digest in roots:
             if index_digest:
                 keep_blobs.add(index_digest)
-            if not spec.is_digest(manifest_digest):
+            if not imagespec.is_digest(manifest_digest):
                 continue
             keep_blobs.add(manifest_digest)
             try:

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import os
 
-from hostjob import fsremove, fsutil
-from hostjob.image_errors import ImageError, ImageNotFound
 from hostjob.images import root as storedir
 from hostjob.images.content import split_digest
+from hostjob.images.errors import ImageError, ImageNotFound
+from hostjob.linux import fsremove, fsutil
 from hostjob.units import rfc3339
 
 TYPE_CHECKING = False

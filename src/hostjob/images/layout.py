@@ -10,9 +10,9 @@ import stat
 import tarfile
 import tempfile
 
-from hostjob import fsutil
+from hostjob.images import imagespec
 from hostjob.images.archive import FileReader, open_checked, walk
-from hostjob.spec import image as spec
+from hostjob.linux import fsutil
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,7 +28,8 @@ class Layout:
         layout_file = os.path.join(path, "oci-layout")
         if not os.path.exists(layout_file):
             fsutil.write_atomic(
-                layout_file, spec.canonical_json({"imageLayoutVersion": spec.IMAGE_LAYOUT_VERSION})
+                layout_file,
+                imagespec.canonical_json({"imageLayoutVersion": imagespec.IMAGE_LAYOUT_VERSION}),
             )
 
     def blob_path(self, digest: str) -> str:
@@ -57,14 +58,14 @@ class Layout:
             os.chmod(tmp, mode)
             os.rename(tmp, self.blob_path(digest))
 
-    def set_ref(self, manifest: spec.Descriptor, tag: str | None) -> None:
+    def set_ref(self, manifest: imagespec.Descriptor, tag: str | None) -> None:
         index_path = os.path.join(self.path, "index.json")
         manifests: list[dict[str, Any]] = []
         if os.path.exists(index_path):
             with open(index_path, "rb") as f:
-                index = spec.decode_blob(spec.Index, f.read(), index_path)
+                index = imagespec.decode_blob(imagespec.Index, f.read(), index_path)
             for desc in index.manifests or []:
-                name = (desc.annotations or {}).get(spec.ANNOTATION_REF_NAME)
+                name = (desc.annotations or {}).get(imagespec.ANNOTATION_REF_NAME)
                 if tag is not None and name == tag:
                     continue
                 if tag is None and name is None:
@@ -72,16 +73,16 @@ class Layout:
                 manifests.append(desc.to_json())
         entry = manifest.to_json()
         if tag is not None:
-            entry["annotations"] = {spec.ANNOTATION_REF_NAME: tag}
+            entry["annotations"] = {imagespec.ANNOTATION_REF_NAME: tag}
         manifests.append(entry)
         manifests.sort(
             key=lambda d: (
-                (d.get("annotations") or {}).get(spec.ANNOTATION_REF_NAME, ""),
+                (d.get("annotations") or {}).get(imagespec.ANNOTATION_REF_NAME, ""),
                 d["digest"],
             )
         )
-        index_json = {"schemaVersion": 2, "mediaType": spec.OCI_INDEX, "manifests": manifests}
-        fsutil.write_atomic(index_path, spec.canonical_json(index_json))
+        index_json = {"schemaVersion": 2, "mediaType": imagespec.OCI_INDEX, "manifests": manifests}
+        fsutil.write_atomic(index_path, imagespec.canonical_json(index_json))
 
 
 def write_archive(layout_dir: str, dest: str, epoch: int) -> None:

@@ -18,7 +18,7 @@ import _thread
 import os
 
 from hostjob.errors import InvalidArgument
-from hostjob.image_errors import UnpackLimit
+from hostjob.images.errors import UnpackLimit
 from hostjob.units import human_size
 
 RESERVE_FRACTION = 20  # 1/20: 5% of the filesystem

@@ -11,9 +11,9 @@ or more) of its manifest digest or ID (the config digest), as ``lookup`` says.
 from __future__ import annotations
 
 from hostjob.errors import InvalidArgument
-from hostjob.image_errors import ImageError, ImageNotFound, InvalidReference
 from hostjob.images import reference as refs
 from hostjob.images import root as storedir
+from hostjob.images.errors import ImageError, ImageNotFound, InvalidReference
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

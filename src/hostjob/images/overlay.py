@@ -31,13 +31,13 @@ from __future__ import annotations
 import errno
 import os
 
-from hostjob import linux
 from hostjob.errors import MountError
+from hostjob.linux import syscalls
 
 PAGE_LIMIT = 4095  # mount(2) copies at most one page of options, NUL included
 # An image's setuid bits, file capabilities and device nodes never take effect.
-MOUNT_FLAGS = linux.MS_NOSUID | linux.MS_NODEV
-MOUNT_ATTRS = linux.MOUNT_ATTR_NOSUID | linux.MOUNT_ATTR_NODEV
+MOUNT_FLAGS = syscalls.MS_NOSUID | syscalls.MS_NODEV
+MOUNT_ATTRS = syscalls.MOUNT_ATTR_NOSUID | syscalls.MOUNT_ATTR_NODEV
 METHODS = ("auto", "fsconfig", "mount", "shortnames")
 
 
@@ -103,7 +103,7 @@ def _mount(
     data = f"lowerdir={':'.join(_escape(p) for p in lowers)},{options}"
     if method == "mount" or (method == "auto" and len(data) < PAGE_LIMIT):
         try:
-            linux.mount("overlay", target, "overlay", MOUNT_FLAGS, data)
+            syscalls.mount("overlay", target, "overlay", MOUNT_FLAGS, data)
         except OSError as err:
             raise _Failed(
                 f"cannot mount overlay at {target}: {err.strerror}", err.errno or 0
@@ -119,22 +119,22 @@ class _Unsupported(Exception):
 
 def _mount_fsconfig(lowers: list[str], upper: str, work: str, target: str, volatile: bool) -> None:
     try:
-        fs = linux.fsopen("overlay")
+        fs = syscalls.fsopen("overlay")
     except OSError as err:
         if err.errno in (errno.ENOSYS, errno.EPERM, errno.ENODEV):
             raise _Unsupported from err
         raise _Failed(f"fsopen(overlay): {err.strerror}", err.errno or 0) from err
     try:
         try:
-            linux.fsconfig(fs, linux.FSCONFIG_SET_STRING, "source", "hostjob")
-            linux.fsconfig(fs, linux.FSCONFIG_SET_STRING, "lowerdir+", lowers[0])
+            syscalls.fsconfig(fs, syscalls.FSCONFIG_SET_STRING, "source", "hostjob")
+            syscalls.fsconfig(fs, syscalls.FSCONFIG_SET_STRING, "lowerdir+", lowers[0])
         except OSError as err:
             if err.errno == errno.EINVAL:  # no lowerdir+ before Linux 6.8
                 raise _Unsupported from err
             raise _Failed(_context_error(fs, "lowerdir+", err), err.errno or 0) from err
         try:
             for lower in lowers[1:]:
-                linux.fsconfig(fs, linux.FSCONFIG_SET_STRING, "lowerdir+", lower)
+                syscalls.fsconfig(fs, syscalls.FSCONFIG_SET_STRING, "lowerdir+", lower)
         except OSError as err:
             if err.errno == errno.EINVAL:
                 # Before 6.5 each option is only appended to one page of text, parsed
@@ -143,14 +143,14 @@ def _mount_fsconfig(lowers: list[str], upper: str, work: str, target: str, volat
                 raise _Unsupported from err
             raise _Failed(_context_error(fs, "lowerdir+", err), err.errno or 0) from err
         try:
-            linux.fsconfig(fs, linux.FSCONFIG_SET_STRING, "upperdir", upper)
-            linux.fsconfig(fs, linux.FSCONFIG_SET_STRING, "workdir", work)
+            syscalls.fsconfig(fs, syscalls.FSCONFIG_SET_STRING, "upperdir", upper)
+            syscalls.fsconfig(fs, syscalls.FSCONFIG_SET_STRING, "workdir", work)
             if volatile:
-                linux.fsconfig(fs, linux.FSCONFIG_SET_FLAG, "volatile")
+                syscalls.fsconfig(fs, syscalls.FSCONFIG_SET_FLAG, "volatile")
         except OSError as err:
             raise _Failed(_context_error(fs, "overlay", err), err.errno or 0) from err
         try:
-            linux.fsconfig(fs, linux.FSCONFIG_CMD_CREATE)
+            syscalls.fsconfig(fs, syscalls.FSCONFIG_CMD_CREATE)
         except OSError as err:
             if err.errno == errno.EINVAL:
                 # Before 6.5 the option string is parsed only here, and "lowerdir+"
@@ -159,11 +159,13 @@ def _mount_fsconfig(lowers: list[str], upper: str, work: str, target: str, volat
                 raise _Unsupported from err
             raise _Failed(_context_error(fs, "overlay", err), err.errno or 0) from err
         try:
-            mnt = linux.fsmount(fs, attr_flags=MOUNT_ATTRS)
+            mnt = syscalls.fsmount(fs, attr_flags=MOUNT_ATTRS)
         except OSError as err:
             raise _Failed(_context_error(fs, "overlay", err), err.errno or 0) from err
         try:
-            linux.move_mount(mnt, "", linux.AT_FDCWD, target, linux.MOVE_MOUNT_F_EMPTY_PATH)
+            syscalls.move_mount(
+                mnt, "", syscalls.AT_FDCWD, target, syscalls.MOVE_MOUNT_F_EMPTY_PATH
+            )
         except OSError as err:
             raise _Failed(
                 f"cannot attach overlay at {target}: {err.strerror}", err.errno or 0
@@ -175,7 +177,7 @@ def _mount_fsconfig(lowers: list[str], upper: str, work: str, target: str, volat
 
 
 def _context_error(fs: int, what: str, err: OSError) -> str:
-    messages = [m.partition(" ")[2] or m for m in linux.fs_context_messages(fs)]
+    messages = [m.partition(" ")[2] or m for m in syscalls.fs_context_messages(fs)]
     detail = "; ".join(messages) or err.strerror or str(err)
     return f"cannot mount overlay ({what}): {detail}"
 
@@ -201,7 +203,7 @@ def _mount_shortnames(
             code = 0
             try:
                 os.chdir(links)
-                linux.mount("overlay", target, "overlay", MOUNT_FLAGS, data)
+                syscalls.mount("overlay", target, "overlay", MOUNT_FLAGS, data)
             except OSError as err:
                 code = err.errno or 1
             except BaseException:
@@ -213,14 +215,14 @@ def _mount_shortnames(
             reason = os.strerror(code) if 0 < code < 255 else "helper failed"
             raise _Failed(f"cannot mount overlay at {target}: {reason}", code)
     finally:
-        from hostjob import fsremove
+        from hostjob.linux import fsremove
 
         fsremove.remove_tree(links, ignore_errors=True)
 
 
 def unmount(target: str) -> None:
     """Unmount ``target`` if it is mounted; a busy mount is detached lazily."""
-    from hostjob import fsutil
+    from hostjob.linux import fsutil
 
     # Its parent reached without following a symlink, itself never followed.
     target = os.path.abspath(target)
@@ -231,7 +233,7 @@ def unmount(target: str) -> None:
                 return
         except OSError as err:
             if err.errno == errno.EBUSY:
-                fsutil.unmount(target, linux.MNT_DETACH)
+                fsutil.unmount(target, syscalls.MNT_DETACH)
             elif err.errno in (errno.EINVAL, errno.ELOOP, errno.ENOTDIR):
                 return  # not a mount point after all, or not one reached without symlinks
             else:

@@ -20,14 +20,14 @@ from __future__ import annotations
 import os
 import tempfile
 
-from hostjob import fsremove
 from hostjob.errors import InvalidArgument
-from hostjob.image_errors import ImageError, InvalidReference
+from hostjob.images import imagespec
 from hostjob.images import reference as refs
 from hostjob.images.archive import CHUNK, write_layer
 from hostjob.images.content import Digester
+from hostjob.images.errors import ImageError, InvalidReference
 from hostjob.images.layout import Layout, write_archive
-from hostjob.spec import image as spec
+from hostjob.linux import fsremove
 from hostjob.units import rfc3339
 
 TYPE_CHECKING = False
@@ -74,11 +74,11 @@ class _Base:
         source = open_local(parsed)
         self.source = source
         raw, media_type, _digest = source.top()
-        media_type = media_type or spec.sniff_media_type(raw)
-        if media_type in spec.INDEX_TYPES:
-            index = spec.decode_blob(spec.Index, raw, "base image index")
+        media_type = media_type or imagespec.sniff_media_type(raw)
+        if media_type in imagespec.INDEX_TYPES:
+            index = imagespec.decode_blob(imagespec.Index, raw, "base image index")
             raw = source.manifest(platforms.choose(index.manifests or [], platforms.host()))
-        self.manifest = spec.decode_blob(spec.Manifest, raw, "base image manifest")
+        self.manifest = imagespec.decode_blob(imagespec.Manifest, raw, "base image manifest")
         if self.manifest.config is None or self.manifest.config.digest is None:
             raise ImageError("the base image's manifest has no config")
         buf = _Buffer()
@@ -90,11 +90,11 @@ class _Base:
         """The base's config as its JSON says, checked as any image's is: what hostjob
         does not read (``Memory``, Docker's ``container_config``, ...) is kept for the
         stacked image, not dropped."""
-        spec.decode_blob(spec.ImageConfig, raw, "base image config")
-        fields: dict[str, Any] = spec.parse_json(raw, "base image config")  # type: ignore[assignment]
+        imagespec.decode_blob(imagespec.ImageConfig, raw, "base image config")
+        fields: dict[str, Any] = imagespec.parse_json(raw, "base image config")  # type: ignore[assignment]
         return fields
 
-    def copy_blob(self, desc: spec.Descriptor, writer: Writer) -> None:
+    def copy_blob(self, desc: imagespec.Descriptor, writer: Writer) -> None:
         assert desc.digest is not None
         if self.source is not None:
             self.source.copy_blob(desc, writer)
@@ -123,9 +123,9 @@ class _Buffer:
 
 
 _OCI_LAYER_TYPE = {
-    spec.DOCKER_LAYER: spec.OCI_LAYER,
-    spec.DOCKER_LAYER_GZIP: spec.OCI_LAYER_GZIP,
-    spec.DOCKER_LAYER_ZSTD: spec.OCI_LAYER_ZSTD,
+    imagespec.DOCKER_LAYER: imagespec.OCI_LAYER,
+    imagespec.DOCKER_LAYER_GZIP: imagespec.OCI_LAYER_GZIP,
+    imagespec.DOCKER_LAYER_ZSTD: imagespec.OCI_LAYER_ZSTD,
 }
 
 
@@ -259,9 +259,9 @@ def _pack_layout(
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
-        layer = spec.Descriptor(media_type=spec.OCI_LAYER_GZIP, digest=digest, size=size)
+        layer = imagespec.Descriptor(media_type=imagespec.OCI_LAYER_GZIP, digest=digest, size=size)
 
-        layers: list[spec.Descriptor] = []
+        layers: list[imagespec.Descriptor] = []
         if base_image is not None:
             base_config = base_image.config
             for desc in base_image.manifest.layers or []:
@@ -269,7 +269,7 @@ def _pack_layout(
                 if not layout.has(desc.digest):
                     _copy_into_layout(base_image, desc, layout)
                 layers.append(
-                    spec.Descriptor(
+                    imagespec.Descriptor(
                         media_type=_OCI_LAYER_TYPE.get(desc.media_type or "", desc.media_type),
                         digest=desc.digest,
                         size=desc.size,
@@ -295,23 +295,23 @@ def _pack_layout(
             src_dir=src_dir,
             stop_signal=stop_signal,
         )
-        config_raw = spec.canonical_json(config)
+        config_raw = imagespec.canonical_json(config)
         config_digest = layout.add_bytes(config_raw)
         manifest = {
             "schemaVersion": 2,
-            "mediaType": spec.OCI_MANIFEST,
+            "mediaType": imagespec.OCI_MANIFEST,
             "config": {
-                "mediaType": spec.OCI_CONFIG,
+                "mediaType": imagespec.OCI_CONFIG,
                 "digest": config_digest,
                 "size": len(config_raw),
             },
             "layers": [d.to_json() for d in layers],
         }
-        manifest_raw = spec.canonical_json(manifest)
+        manifest_raw = imagespec.canonical_json(manifest)
         manifest_digest = layout.add_bytes(manifest_raw)
         layout.set_ref(
-            spec.Descriptor(
-                media_type=spec.OCI_MANIFEST, digest=manifest_digest, size=len(manifest_raw)
+            imagespec.Descriptor(
+                media_type=imagespec.OCI_MANIFEST, digest=manifest_digest, size=len(manifest_raw)
             ),
             target.tag,
         )
@@ -331,7 +331,7 @@ def _pack_layout(
     )
 
 
-def _copy_into_layout(base: _Base, desc: spec.Descriptor, layout: Layout) -> None:
+def _copy_into_layout(base: _Base, desc: imagespec.Descriptor, layout: Layout) -> None:
     assert desc.digest is not None
     fd, tmp = tempfile.mkstemp(prefix=".base-", dir=os.path.join(layout.path, "blobs", "sha256"))
     try:
@@ -339,7 +339,7 @@ def _copy_into_layout(base: _Base, desc: spec.Descriptor, layout: Layout) -> Non
             writer = Digester(f)
             base.copy_blob(desc, writer)
         if writer.digest() != desc.digest:
-            from hostjob.image_errors import DigestMismatch
+            from hostjob.images.errors import DigestMismatch
 
             raise DigestMismatch(f"base layer {desc.digest} has digest {writer.digest()}")
         layout.add_file(tmp, desc.digest)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import platform as _platform
 
-from hostjob.image_errors import ImageError, InvalidReference
+from hostjob.images.errors import ImageError, InvalidReference
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hostjob.spec.image import Descriptor
+    from hostjob.images.imagespec import Descriptor
 
 # platform.machine() -> (GOARCH, variant)
 _MACHINES = {

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import os
 
-from hostjob.image_errors import DigestMismatch, ImageError, InvalidReference
+from hostjob.images import imagespec
 from hostjob.images import progress as events
 from hostjob.images import reference as refs
+from hostjob.images.errors import DigestMismatch, ImageError, InvalidReference
 from hostjob.images.names import NameRecord
 from hostjob.images.resolve import diff_ids, platform_of
-from hostjob.spec import image as spec
 from hostjob.units import rfc3339
 
 TYPE_CHECKING = False
@@ -53,7 +53,7 @@ class PullResult:
     )
 
     def __init__(
-        self, name: str, digest: str, config_digest: str, config: spec.ImageConfig
+        self, name: str, digest: str, config_digest: str, config: imagespec.ImageConfig
     ) -> None:
         self.name = name
         self.digest = digest  # the manifest digest
@@ -171,22 +171,22 @@ class Puller:
         index_digest = None
         with self.gc.lease():
             budget = limits.budget(self.content.root.path, max_image_size, max_image_inodes)
-            media_type = media_type or spec.sniff_media_type(raw)
+            media_type = media_type or imagespec.sniff_media_type(raw)
             top_digest = self._save_metadata(raw, digest, added)
-            if media_type in spec.INDEX_TYPES:
+            if media_type in imagespec.INDEX_TYPES:
                 index_digest = top_digest
-                index = spec.decode_blob(spec.Index, raw, f"index {top_digest}")
+                index = imagespec.decode_blob(imagespec.Index, raw, f"index {top_digest}")
                 chosen = platforms.choose(index.manifests or [], wanted)
                 assert chosen.digest is not None
                 raw = source.manifest(chosen)
                 digest = self._save_metadata(raw, chosen.digest, added, chosen.size)
-                media_type = chosen.media_type or spec.sniff_media_type(raw)
+                media_type = chosen.media_type or imagespec.sniff_media_type(raw)
             else:
                 digest = top_digest
-            if media_type not in spec.MANIFEST_TYPES:
+            if media_type not in imagespec.MANIFEST_TYPES:
                 raise ImageError(f"unsupported manifest type {media_type!r}")
             emit(events.Event(events.RESOLVED, digest))
-            manifest = spec.decode_blob(spec.Manifest, raw, f"manifest {digest}")
+            manifest = imagespec.decode_blob(imagespec.Manifest, raw, f"manifest {digest}")
             config_desc = _check_manifest(manifest, digest)
             assert config_desc.digest is not None
             added.blob(self.content, config_desc.digest)
@@ -235,7 +235,7 @@ class Puller:
     def _fetch_layers(
         self,
         source: Source,
-        layers: list[spec.Descriptor],
+        layers: list[imagespec.Descriptor],
         layer_ids: list[str],
         emit: Progress,
         result: PullResult,
@@ -246,7 +246,7 @@ class Puller:
 
         lock = _thread.allocate_lock()
 
-        def one(layer: spec.Descriptor, diff_id: str) -> None:
+        def one(layer: imagespec.Descriptor, diff_id: str) -> None:
             assert layer.digest is not None
             item = layer.digest
             if self.layers.has(diff_id) and self.content.has(layer.digest):
@@ -312,17 +312,17 @@ def _ignore(event: events.Event) -> None:
     pass
 
 
-def _check_manifest(manifest: spec.Manifest, digest: str) -> spec.Descriptor:
+def _check_manifest(manifest: imagespec.Manifest, digest: str) -> imagespec.Descriptor:
     """The manifest's config descriptor, once its config and layers are of kinds we take."""
     config_desc = manifest.config
     if config_desc is None or config_desc.digest is None:
         raise ImageError(f"manifest {digest} has no config")
-    if config_desc.media_type not in (*spec.CONFIG_TYPES, None):
+    if config_desc.media_type not in (*imagespec.CONFIG_TYPES, None):
         raise ImageError(f"not a container image (config type {config_desc.media_type})")
     for layer in manifest.layers or []:
-        if layer.media_type in spec.FOREIGN_LAYER_TYPES:
+        if layer.media_type in imagespec.FOREIGN_LAYER_TYPES:
             raise ImageError(f"foreign layer {layer.digest} ({layer.media_type}) refused")
-        if layer.media_type not in (*spec.LAYER_TYPES, None):
+        if layer.media_type not in (*imagespec.LAYER_TYPES, None):
             raise ImageError(f"unsupported layer type {layer.media_type!r}")
         if layer.digest is None:
             raise ImageError(f"manifest {digest} has a layer without a digest")

@@ -15,10 +15,10 @@ registry's own origin and to a token realm it names over HTTPS, never elsewhere.
 
 from __future__ import annotations
 
-from hostjob.image_errors import InvalidReference, RegistryError
+from hostjob.images import imagespec
 from hostjob.images import progress as events
 from hostjob.images import reference as refs
-from hostjob.spec import image as spec
+from hostjob.images.errors import InvalidReference, RegistryError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -53,22 +53,22 @@ class _Image:
         self,
         raw: bytes,
         media_type: str | None,
-        open_blob: Callable[[spec.Descriptor], Readable],
+        open_blob: Callable[[imagespec.Descriptor], Readable],
         close: Callable[[], None],
     ) -> None:
         self.raw = raw
-        self.media_type = media_type or spec.sniff_media_type(raw) or spec.OCI_MANIFEST
-        if self.media_type in spec.INDEX_TYPES:
+        self.media_type = media_type or imagespec.sniff_media_type(raw) or imagespec.OCI_MANIFEST
+        if self.media_type in imagespec.INDEX_TYPES:
             close()
             raise RegistryError("pushing an image index is not supported; name one image")
-        if self.media_type not in spec.MANIFEST_TYPES:
+        if self.media_type not in imagespec.MANIFEST_TYPES:
             close()
             raise RegistryError(f"cannot push a {self.media_type!r}: not an image manifest")
-        self.manifest = spec.decode_blob(spec.Manifest, raw, "manifest")
+        self.manifest = imagespec.decode_blob(imagespec.Manifest, raw, "manifest")
         self.open_blob = open_blob
         self.close = close
 
-    def blobs(self) -> list[spec.Descriptor]:
+    def blobs(self) -> list[imagespec.Descriptor]:
         found = [self.manifest.config, *(self.manifest.layers or [])]
         out = []
         for desc in found:
@@ -168,7 +168,7 @@ def _open(src: str, store_root: str | None) -> _Image:
         lease.release()
         raise
 
-    def open_blob(desc: spec.Descriptor) -> Readable:
+    def open_blob(desc: imagespec.Descriptor) -> Readable:
         assert desc.digest is not None
         return store.content.open(desc.digest)
 

@@ -16,7 +16,7 @@ lowercase path components separated by ``/``. Docker Hub defaults apply:
 
 from __future__ import annotations
 
-from hostjob.image_errors import InvalidReference
+from hostjob.images.errors import InvalidReference
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

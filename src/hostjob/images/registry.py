@@ -21,9 +21,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from hostjob.images import imagespec
     from hostjob.images.content import Writer
     from hostjob.images.reference import Reference
-    from hostjob.spec import image as spec
 
 
 class RegistryClient:
@@ -79,12 +79,12 @@ class RegistrySource:
     def top(self) -> tuple[bytes, str | None, str | None]:
         return self.client.resolver.manifest(self.repo, self.ref.reference)
 
-    def manifest(self, desc: spec.Descriptor) -> bytes:
+    def manifest(self, desc: imagespec.Descriptor) -> bytes:
         assert desc.digest is not None
         raw, _media_type, _digest = self.client.resolver.manifest(self.repo, desc.digest)
         return raw
 
-    def copy_blob(self, desc: spec.Descriptor, writer: Writer) -> None:
+    def copy_blob(self, desc: imagespec.Descriptor, writer: Writer) -> None:
         self.client.fetcher.fetch(self.repo, desc, writer)
 
     def close(self) -> None:

@@ -8,15 +8,15 @@ records ``images`` and ``inspect`` show (the CLI renders them).
 
 from __future__ import annotations
 
-from hostjob.image_errors import ImageError
+from hostjob.images.errors import ImageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from hostjob.images import imagespec
     from hostjob.images.content import ContentStore
     from hostjob.images.gc import Collector
     from hostjob.images.layers import LayerCache
     from hostjob.images.names import NameIndex, NameRecord
-    from hostjob.spec import image as spec
 
 
 class ResolvedImage:
@@ -36,9 +36,9 @@ class ResolvedImage:
         self,
         name: str,
         manifest_digest: str,
-        manifest: spec.Manifest,
+        manifest: imagespec.Manifest,
         config_digest: str,
-        config: spec.ImageConfig,
+        config: imagespec.ImageConfig,
         diff_ids: list[str],
         layer_dirs: list[str],
     ) -> None:
@@ -129,9 +129,9 @@ class ImageDetails:
         self,
         names: list[str],
         digest: str,
-        manifest: spec.Manifest,
+        manifest: imagespec.Manifest,
         config_digest: str,
-        config: spec.ImageConfig,
+        config: imagespec.ImageConfig,
         layers: list[LayerInfo],
         index: str | None,
     ) -> None:
@@ -147,7 +147,7 @@ class ImageDetails:
         self.size = sum(layer.size or 0 for layer in manifest.layers or [])
 
 
-def diff_ids(config: spec.ImageConfig, manifest: spec.Manifest, digest: str) -> list[str]:
+def diff_ids(config: imagespec.ImageConfig, manifest: imagespec.Manifest, digest: str) -> list[str]:
     """The config's diffIDs, one per manifest layer (else an ``ImageError``). A
     ``rootfs.type`` other than ``layers`` is an error, as the image-spec requires."""
     if config.rootfs is not None and config.rootfs.type not in (None, "layers"):
@@ -160,7 +160,7 @@ def diff_ids(config: spec.ImageConfig, manifest: spec.Manifest, digest: str) -> 
     return found
 
 
-def platform_of(config: spec.ImageConfig) -> str:
+def platform_of(config: imagespec.ImageConfig) -> str:
     out = f"{config.os or '?'}/{config.architecture or '?'}"
     return f"{out}/{config.variant}" if config.variant else out
 
@@ -178,7 +178,7 @@ class Resolver:
         self.names = names
         self.gc = gc
 
-    def _read(self, digest: str) -> tuple[spec.Manifest, str, spec.ImageConfig]:
+    def _read(self, digest: str) -> tuple[imagespec.Manifest, str, imagespec.ImageConfig]:
         manifest = self.content.manifest(digest)
         if manifest.config is None or manifest.config.digest is None:
             raise ImageError(f"manifest {digest} has no config")

@@ -20,14 +20,15 @@ from __future__ import annotations
 import os
 import stat
 
-from hostjob import fsremove, fsutil, jsonio
+from hostjob.boot import jsonio
 from hostjob.errors import PermissionDenied
+from hostjob.linux import fsremove, fsutil
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.fsutil import FileLock
+    from hostjob.linux.fsutil import FileLock
 
 DEFAULT_ROOT = "/var/lib/hostjob"
 STORE_ENV = "HOSTJOB_STORE"

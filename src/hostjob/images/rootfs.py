@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import os
 
-from hostjob import faults, fsremove, fsutil
+from hostjob import faults
 from hostjob.errors import MountError
 from hostjob.images.gc import ContainerRef
 from hostjob.images.overlay import mount_overlay, unmount
-from hostjob.mountinfo import is_mountpoint
+from hostjob.linux import fsremove, fsutil
+from hostjob.linux.mountinfo import is_mountpoint
 from hostjob.runtime.sandbox.provider import RootfsProvider
 from hostjob.units import rfc3339
 
@@ -28,8 +29,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.images.gc import Collector
     from hostjob.images.resolve import ResolvedImage
-    from hostjob.job import JobConfig
     from hostjob.runtime.sandbox.provider import Recorder
+    from hostjob.specconv.jobconfig import JobConfig
 
 
 class ContainerRootfs:

@@ -3,11 +3,11 @@ runs one.
 
 The image is resolved (and pulled, per ``--pull``) by ``Store.get`` first; here its
 config and the command line become a runtime-spec config (``runspec``), converted as
-any bundle's is (``hostjob.config``), and the container is created with the image's
+any bundle's is (``hostjob.specconv.convert``), and the container is created with the image's
 overlay as its rootfs (``rootfs.ImageRootfs``, the runtime's ``RootfsProvider``)
 and run with the runtime's lifecycle (``hostjob.runtime.verbs.run``): the same create,
 start, wait and delete as a bundle's, the overlay undone by delete like any mount. A
-detached one is looked after by a watcher (``hostjob.daemon.launch``).
+detached one is looked after by a watcher (``hostjob.supervisor.launch``).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from hostjob.images.resolve import ResolvedImage
     from hostjob.images.runspec import RunFlags
     from hostjob.images.store import Store
-    from hostjob.job import DaemonConfig, JobConfig
     from hostjob.runtime.container import Container
+    from hostjob.specconv.jobconfig import DaemonConfig, JobConfig
 
 
 def run_image(
@@ -49,7 +49,7 @@ def run_image(
 
     Without ``remove`` the stopped container stays, with its writable layer, until
     ``delete``. With ``detach`` (and ``daemon``: its log limits, restart policy, stop
-    signal and timeout) a watcher runs it (``hostjob.daemon.launch``): its output
+    signal and timeout) a watcher runs it (``hostjob.supervisor.launch``): its output
     goes to its log in the store (``logs/<id>``), and with ``remove`` it is deleted
     once it has stopped for good. The image's ``StopSignal`` is the stop signal
     unless the flags chose one: data the image's own program asks for, used only to
@@ -65,7 +65,7 @@ def run_image(
             daemon.stop_signal = stop_signal(image.config.container().stop_signal)
         options.daemon = daemon
     if detach and daemon is not None:
-        from hostjob.daemon.launch import launch
+        from hostjob.supervisor.launch import launch
 
         launch(container_id, job, root=root, options=options, keep=not remove)
         return container_id, 0
@@ -73,7 +73,7 @@ def run_image(
 
     on_running: Callable[[], None] | None = None
     if notify_socket:
-        from hostjob.daemon.units import notify
+        from hostjob.supervisor.units import notify
 
         socket_path = notify_socket
 
@@ -101,14 +101,14 @@ def image_job(
     """What a job container of ``image`` with ``flags`` is created from: its ID (``name``
     or a random one), its converted config, and create options with the image's
     overlay as its rootfs. Nothing is made yet."""
-    from hostjob import config
     from hostjob.spec import runtime as wire
+    from hostjob.specconv import convert
 
     container_id = validate_id(name) if name else os.urandom(6).hex()
     flags.check()
     spec = build_spec(image.config.container(), flags)
     bundle = StateStore(root).dir(container_id)
-    job = config.to_job_config(wire.Spec.decode(spec), bundle, container_id)
+    job = convert.to_job_config(wire.Spec.decode(spec), bundle, container_id)
     job.image = image.name
     options = options or CreateOptions()
     options.rootfs = ImageRootfs(store.gc, image)
@@ -142,8 +142,8 @@ def stop_signal(image_signal: str | None) -> int:
     """The image's ``StopSignal`` (``SIGQUIT``, ``QUIT``, ``3``) as a number; SIGTERM
     when it names none. One that is no signal is refused, as docker refuses it, rather
     than swapped for another the program never asked for: ``--stop-signal`` chooses."""
-    from hostjob import signals
     from hostjob.errors import InvalidArgument
+    from hostjob.linux import signals
 
     if not image_signal:
         return int(signals.SIGTERM)

@@ -3,7 +3,7 @@ and the command line, as podman builds one from an image and its flags.
 
 The result is an ordinary config.json (written into the container's state
 directory, its bundle), so it goes through the same one conversion step
-(``hostjob.config.to_job_config``) as any bundle.
+(``hostjob.specconv.convert.to_job_config``) as any bundle.
 
 * process: ``Entrypoint`` + ``Cmd`` (arguments replace ``Cmd``; ``--entrypoint``
   replaces ``Entrypoint`` and drops ``Cmd``), the image's ``Env``, then
@@ -29,22 +29,23 @@ from __future__ import annotations
 
 import os
 
-from hostjob import jsonio, log
-from hostjob.config import (
+from hostjob import log
+from hostjob.boot import jsonio
+from hostjob.errors import ConfigError, InvalidArgument
+from hostjob.spec.runtime import OCI_VERSION
+from hostjob.specconv.convert import (
     ANNOTATION_INHERIT_USER,
     ANNOTATION_MOUNT_MODE,
     ANNOTATION_MOUNT_POINT,
     HCS_INHERIT_USER,
 )
-from hostjob.errors import ConfigError, InvalidArgument
-from hostjob.isolation import ANNOTATION_SECRETS, ANNOTATION_USER, AUTO, check_secret
-from hostjob.spec.runtime import OCI_VERSION
+from hostjob.specconv.isolation import ANNOTATION_SECRETS, ANNOTATION_USER, AUTO, check_secret
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.spec.image import ContainerConfig
+    from hostjob.images.imagespec import ContainerConfig
 
 CFS_PERIOD = 100_000
 
@@ -98,7 +99,7 @@ def build_spec(
     image: ContainerConfig | None, flags: RunFlags, *, need_command: bool = True
 ) -> dict[str, Any]:
     """The config.json for a job container of ``image`` run with ``flags``."""
-    from hostjob.spec.image import ContainerConfig
+    from hostjob.images.imagespec import ContainerConfig
 
     config = image or ContainerConfig()
     # Only the operator's flags make annotations: the image's labels are data.
@@ -177,7 +178,7 @@ def _image_path(path: str) -> str:
 
 
 def _truthy(value: str) -> bool:
-    """An annotation's yes, as ``hostjob.config`` reads it."""
+    """An annotation's yes, as ``hostjob.specconv.convert`` reads it."""
     return value.lower() in ("true", "1", "yes")
 
 

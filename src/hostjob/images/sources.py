@@ -14,10 +14,10 @@ import os
 import posixpath
 import tarfile
 
-from hostjob.image_errors import ImageError, ImageNotFound, InvalidReference
+from hostjob.images import imagespec
 from hostjob.images import reference as refs
 from hostjob.images.content import Digester
-from hostjob.spec import image as spec
+from hostjob.images.errors import ImageError, ImageNotFound, InvalidReference
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
         name_hint: str | None
 
         def top(self) -> tuple[bytes, str | None, str | None]: ...
-        def manifest(self, desc: spec.Descriptor) -> bytes: ...
-        def copy_blob(self, desc: spec.Descriptor, writer: Writer) -> None: ...
+        def manifest(self, desc: imagespec.Descriptor) -> bytes: ...
+        def copy_blob(self, desc: imagespec.Descriptor, writer: Writer) -> None: ...
         def close(self) -> None: ...
 
 
@@ -167,7 +167,7 @@ def _copy(src: Readable, writer: Writer) -> None:
 
 
 def _blob_rel(digest: str) -> str:
-    if not spec.is_digest(digest):
+    if not imagespec.is_digest(digest):
         raise ImageError(f"invalid digest {digest!r}")
     algorithm, _, encoded = digest.partition(":")
     return f"blobs/{algorithm}/{encoded}"
@@ -186,8 +186,8 @@ class LayoutSource:
         self.name_hint: str | None = None
         try:
             self._check_layout()
-            self.index = spec.decode_blob(
-                spec.Index, self.files.read("index.json"), f"{ref.path}/index.json"
+            self.index = imagespec.decode_blob(
+                imagespec.Index, self.files.read("index.json"), f"{ref.path}/index.json"
             )
             self.chosen = self._choose()
         except BaseException:
@@ -197,12 +197,14 @@ class LayoutSource:
     def _check_layout(self) -> None:
         if not self.files.exists("oci-layout"):
             raise ImageError(f"{self.ref.path} is not an OCI image layout (no oci-layout file)")
-        layout = spec.decode_blob(spec.ImageLayout, self.files.read("oci-layout"), "oci-layout")
+        layout = imagespec.decode_blob(
+            imagespec.ImageLayout, self.files.read("oci-layout"), "oci-layout"
+        )
         version = layout.image_layout_version or ""
         if not version.startswith("1."):
             raise ImageError(f"unsupported OCI layout version {version!r}")
 
-    def _choose(self) -> spec.Descriptor:
+    def _choose(self) -> imagespec.Descriptor:
         manifests = self.index.manifests or []
         ref = self.ref
         if ref.digest:
@@ -212,22 +214,22 @@ class LayoutSource:
             if not self.files.exists(_blob_rel(ref.digest)):
                 raise ImageNotFound(f"{ref.path}: no manifest {ref.digest}")
             raw = self.files.read(_blob_rel(ref.digest))
-            return spec.Descriptor(
-                media_type=spec.sniff_media_type(raw), digest=ref.digest, size=len(raw)
+            return imagespec.Descriptor(
+                media_type=imagespec.sniff_media_type(raw), digest=ref.digest, size=len(raw)
             )
         if ref.tag:
             for desc in manifests:
                 ann = desc.annotations or {}
                 if ref.tag in (
-                    ann.get(spec.ANNOTATION_REF_NAME),
-                    ann.get(spec.ANNOTATION_CONTAINERD_NAME),
+                    ann.get(imagespec.ANNOTATION_REF_NAME),
+                    ann.get(imagespec.ANNOTATION_CONTAINERD_NAME),
                 ):
                     self.name_hint = _name_from_annotations(ann, ref)
                     return desc
             raise ImageNotFound(f"{ref.path}: no image tagged {ref.tag!r}")
         if len(manifests) != 1:
             tags = sorted(
-                (d.annotations or {}).get(spec.ANNOTATION_REF_NAME, d.digest or "?")
+                (d.annotations or {}).get(imagespec.ANNOTATION_REF_NAME, d.digest or "?")
                 for d in manifests
             )
             raise ImageNotFound(
@@ -242,16 +244,16 @@ class LayoutSource:
         assert desc.digest is not None
         return self.files.read(_blob_rel(desc.digest)), desc.media_type, desc.digest
 
-    def manifest(self, desc: spec.Descriptor) -> bytes:
+    def manifest(self, desc: imagespec.Descriptor) -> bytes:
         assert desc.digest is not None
         return self.files.read(_blob_rel(desc.digest))
 
-    def open_blob(self, desc: spec.Descriptor) -> Readable:
+    def open_blob(self, desc: imagespec.Descriptor) -> Readable:
         """A reader of the blob (the caller closes it, if it has a ``close``)."""
         assert desc.digest is not None
         return self.files.open(_blob_rel(desc.digest))
 
-    def copy_blob(self, desc: spec.Descriptor, writer: Writer) -> None:
+    def copy_blob(self, desc: imagespec.Descriptor, writer: Writer) -> None:
         reader = self.open_blob(desc)
         try:
             _copy(reader, writer)
@@ -265,7 +267,7 @@ class LayoutSource:
 
 
 def _name_from_annotations(ann: dict[str, str], ref: Reference) -> str | None:
-    for key in (spec.ANNOTATION_CONTAINERD_NAME, spec.ANNOTATION_REF_NAME):
+    for key in (imagespec.ANNOTATION_CONTAINERD_NAME, imagespec.ANNOTATION_REF_NAME):
         value = ann.get(key)
         if value and "/" in value:
             try:
@@ -291,8 +293,8 @@ class DockerArchiveSource:
 
     def _load(self) -> None:
         ref = self.ref
-        entries = spec.decode_docker_archive_manifest(
-            spec.parse_json(self.files.read("manifest.json"), "manifest.json")
+        entries = imagespec.decode_docker_archive_manifest(
+            imagespec.parse_json(self.files.read("manifest.json"), "manifest.json")
         )
         if not entries:
             raise ImageNotFound(f"{ref.path}: the archive holds no image")
@@ -329,42 +331,42 @@ class DockerArchiveSource:
             layers.append({"mediaType": media_type, "size": size, "digest": digest})
         manifest = {
             "schemaVersion": 2,
-            "mediaType": spec.DOCKER_MANIFEST,
+            "mediaType": imagespec.DOCKER_MANIFEST,
             "config": {
-                "mediaType": spec.DOCKER_CONFIG,
+                "mediaType": imagespec.DOCKER_CONFIG,
                 "size": len(config_raw),
                 "digest": config_digest,
             },
             "layers": layers,
         }
-        self.raw_manifest = spec.canonical_json(manifest)
+        self.raw_manifest = imagespec.canonical_json(manifest)
 
     def _describe_layer(self, rel: str) -> tuple[str, int, str]:
         src = Digester(self.files.open(rel))
         head = src.read(4)
         src.drain()
         if head.startswith(b"\x1f\x8b"):
-            media_type = spec.DOCKER_LAYER_GZIP
+            media_type = imagespec.DOCKER_LAYER_GZIP
         elif head == b"\x28\xb5\x2f\xfd":
-            media_type = spec.DOCKER_LAYER_ZSTD
+            media_type = imagespec.DOCKER_LAYER_ZSTD
         else:
-            media_type = spec.DOCKER_LAYER
+            media_type = imagespec.DOCKER_LAYER
         return src.digest(), src.count, media_type
 
     def top(self) -> tuple[bytes, str | None, str | None]:
         digest = "sha256:" + hashlib.sha256(self.raw_manifest).hexdigest()
-        return self.raw_manifest, spec.DOCKER_MANIFEST, digest
+        return self.raw_manifest, imagespec.DOCKER_MANIFEST, digest
 
-    def manifest(self, desc: spec.Descriptor) -> bytes:
+    def manifest(self, desc: imagespec.Descriptor) -> bytes:
         raise ImageError("a docker archive has no image index")
 
-    def open_blob(self, desc: spec.Descriptor) -> Readable:
+    def open_blob(self, desc: imagespec.Descriptor) -> Readable:
         rel = self.paths.get(desc.digest or "")
         if rel is None:
             raise ImageError(f"{self.ref.path}: no blob {desc.digest}")
         return self.files.open(rel)
 
-    def copy_blob(self, desc: spec.Descriptor, writer: Writer) -> None:
+    def copy_blob(self, desc: imagespec.Descriptor, writer: Writer) -> None:
         _copy(self.open_blob(desc), writer)
 
     def close(self) -> None:

@@ -17,9 +17,9 @@ record, which the CLI renders.
 from __future__ import annotations
 
 from hostjob.errors import InvalidArgument
-from hostjob.image_errors import ImageNotFound, InvalidReference
 from hostjob.images import reference as refs
 from hostjob.images.content import ContentStore
+from hostjob.images.errors import ImageNotFound, InvalidReference
 from hostjob.images.gc import Collector, ContainerRef
 from hostjob.images.layers import LayerCache
 from hostjob.images.names import NameIndex

@@ -35,9 +35,9 @@ import tarfile
 
 from hostjob import faults
 from hostjob.errors import HostjobError
-from hostjob.image_errors import DigestMismatch, UnpackError, UnpackLimit
 from hostjob.images.content import Digester
 from hostjob.images.decompress import open_decompressed
+from hostjob.images.errors import DigestMismatch, UnpackError, UnpackLimit
 from hostjob.images.extractor import DIR_FLAGS, Extractor, HeaderInfo
 
 TYPE_CHECKING = False
@@ -179,7 +179,7 @@ def unpack_to(
     """
     import tempfile
 
-    from hostjob import fsremove
+    from hostjob.linux import fsremove
 
     parent, name = os.path.split(dest.rstrip("/"))
     # Named after ``dest`` in full: the store removes a killed unpack's leftover by it.

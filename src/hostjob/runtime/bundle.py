@@ -3,7 +3,7 @@ for what their conversion needs.
 
 * a bundle (``config.json`` + rootfs): ``load_bundle`` reads and decodes the config,
   probes the host (``probe_host``: CPUs, the writable layer's block device) and
-  hands both to the one conversion step, ``hostjob.config.to_job_config``;
+  hands both to the one conversion step, ``hostjob.specconv.convert.to_job_config``;
 * ``exec --process FILE``: ``load_process``;
 * ``update --resources FILE``: ``load_resources``.
 
@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import posix
 
-from hostjob import config, jsonio, paths
+from hostjob.boot import jsonio, paths
 from hostjob.errors import ConfigError
+from hostjob.specconv import convert
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hostjob.job import JobConfig, ProcessConfig
     from hostjob.spec import runtime as wire
     from hostjob.spec.resources import Resources
+    from hostjob.specconv.jobconfig import JobConfig, ProcessConfig
 
 
 def read_json(path: str, what: str) -> object:
@@ -67,18 +68,18 @@ def load_bundle(
     bundle = paths.abspath(bundle)
     spec = load_spec(bundle, document)
     host = probe_host(spec, bundle)
-    return config.to_job_config(spec, bundle, container_id, host, defaults)
+    return convert.to_job_config(spec, bundle, container_id, host, defaults)
 
 
-def probe_host(spec: wire.Spec, bundle: str) -> config.HostFacts:
+def probe_host(spec: wire.Spec, bundle: str) -> convert.HostFacts:
     """What ``to_job_config`` needs to know about this host for ``spec``: its CPUs and,
     for ``windows.resources``, the block device of the writable layer; for a pod's
     container, which of its namespaces are the host's and the identity of the others."""
-    from hostjob import pods
+    from hostjob.specconv import pods
 
-    facts = config.HostFacts()
+    facts = convert.HostFacts()
     if spec.windows is not None and spec.windows.resources is not None:
-        facts.layer_device = writable_layer_device(config.rootfs_of(spec, bundle))
+        facts.layer_device = writable_layer_device(convert.rootfs_of(spec, bundle))
         facts.cpus = posix.cpu_count() or 1
     entries = spec.linux.namespaces if spec.linux is not None else None
     if entries and pods.is_cri(spec.annotations or {}):
@@ -138,7 +139,7 @@ def writable_layer_device(rootfs: str) -> tuple[int, int] | None:
     """(major, minor) of the block device that holds the container's writable layer:
     an overlay's upper directory, or the rootfs itself; None when it is on no block
     device (tmpfs, a missing path)."""
-    from hostjob.mountinfo import mount_of
+    from hostjob.linux.mountinfo import mount_of
 
     path = rootfs
     try:
@@ -160,7 +161,7 @@ def load_process(path: str) -> ProcessConfig:
     from hostjob.spec import runtime as wire
 
     data = read_json(path, "process JSON")
-    return config.process_config(wire.Process.decode(data, "process"), "process")
+    return convert.process_config(wire.Process.decode(data, "process"), "process")
 
 
 def load_resources(path: str) -> Resources:

@@ -23,12 +23,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.job import JobConfig, ProcessConfig
     from hostjob.runtime.launch.spawn import Child
     from hostjob.runtime.verbs.create import CreateOptions
     from hostjob.runtime.verbs.execute import ExecOptions
     from hostjob.spec import resources as wire
     from hostjob.spec.state import State
+    from hostjob.specconv.jobconfig import JobConfig, ProcessConfig
 
 __all__ = ["Container", "Status"]
 
@@ -97,7 +97,7 @@ class Container(Handle):
         """Create the container: its process is set up, in its job, waiting for ``start``.
         ``document``: the bundle's config.json as ``bundle.read_config`` read it already;
         ``defaults``: the operator's for what its annotations do not say (by annotation:
-        ``hostjob.config.DEFAULT_FLAGS``).
+        ``hostjob.specconv.convert.DEFAULT_FLAGS``).
 
         The calling process is the container process's parent until it exits (the
         CLI exits at once, so a subreaper such as containerd's shim adopts it).
@@ -146,10 +146,10 @@ class Container(Handle):
     # --- kill, pause, resume --------------------------------------------------------------
 
     def kill(self, signum: int | None = None, *, all_processes: bool = False) -> None:
-        """Signal the init (``signum``: a number such as ``hostjob.signals.SIGKILL``;
+        """Signal the init (``signum``: a number such as ``hostjob.linux.signals.SIGKILL``;
         SIGTERM by default), or with ``all_processes`` every process of the job."""
         if signum is None:
-            from hostjob import signals
+            from hostjob.linux import signals
 
             signum = int(signals.SIGTERM)
         current = self.status()
@@ -212,7 +212,7 @@ class Container(Handle):
 
     def update(self, resources: wire.Resources) -> None:
         """Change the job's limits live; they are kept in the container's record."""
-        from hostjob.job import merge_resources
+        from hostjob.specconv.jobconfig import merge_resources
 
         with self.store.lock(self.id):
             self.reload()
@@ -247,6 +247,6 @@ class Container(Handle):
 
 
 def _signal_name(number: int) -> str:
-    from hostjob.signals import signal_name
+    from hostjob.linux.signals import signal_name
 
     return signal_name(number)

@@ -2,7 +2,7 @@
 
 Whether a container is delegated is decided by the library only, and the command line
 only calls in: the conversion of a bundle whose annotations say it is not a job
-container (``hostjob.pods``) raises ``NotAJobContainer`` and the command line's
+container (``hostjob.specconv.pods``) raises ``NotAJobContainer`` and the command line's
 ``create`` calls ``create`` here; for any later command, ``Handle.load`` finds the route
 that ``create`` wrote and raises it too, and the command line calls ``handover``.
 
@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import posix
 
-from hostjob import paths
-from hostjob.env import getenv
+from hostjob.boot import paths
+from hostjob.boot.env import getenv
 from hostjob.errors import DelegateError
 from hostjob.runtime.record import StateStore
 from hostjob.runtime.state_root import DELEGATE_DIR, validate_id
@@ -40,7 +40,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, NoReturn
 
-    from hostjob.fsutil import FileLock
+    from hostjob.linux.fsutil import FileLock
 
 ENV_RUNTIME = "HOSTJOB_DELEGATE_RUNTIME"
 DEFAULT_RUNTIME = "runc"
@@ -83,7 +83,8 @@ def create(
     conversion said so: ``NotAJobContainer``): record the route, run the runtime's create
     (``create_flags``: the client's, but ``--bundle``) and return its exit status (the
     route goes again when it fails)."""
-    from hostjob import faults, pods
+    from hostjob import faults
+    from hostjob.specconv import pods
 
     if not pods.delegated(document):
         raise DelegateError(f"container {container_id} is a job container: hostjob runs it")
@@ -138,7 +139,7 @@ def handover(
 def _delegates_lock(store: StateStore) -> FileLock:
     """A shared lock on ``<root>/.delegate`` (made if missing), held while a runtime makes
     a container in its state root there: ``_tidy`` removes none of them meanwhile."""
-    from hostjob import fsutil
+    from hostjob.linux import fsutil
 
     path = paths.join(store.root, DELEGATE_DIR)
     fsutil.ensure_dir(path, 0o700)
@@ -149,7 +150,7 @@ def _tidy(store: StateStore) -> None:
     """Remove the real runtimes' state roots that hold no container any more, and
     ``<root>/.delegate`` with them -- unless a create is under way (it holds the shared
     lock; the next delete tidies up)."""
-    from hostjob import fsutil
+    from hostjob.linux import fsutil
 
     path = paths.join(store.root, DELEGATE_DIR)
     try:
@@ -171,7 +172,8 @@ def _tidy(store: StateStore) -> None:
 def list_delegated(root: str) -> list[tuple[str, dict[str, Any]]]:
     """(runtime name, state) of each container a real runtime runs for hostjob: what
     ``<runtime> list --format json`` says of the IDs routed to it."""
-    from hostjob import jsonio, log
+    from hostjob import log
+    from hostjob.boot import jsonio
 
     store = StateStore(root)
     routed: dict[str, set[str]] = {}
@@ -202,8 +204,10 @@ def confined_bundle(store: StateStore, container_id: str, bundle: str) -> str:
     (``pods.confined_namespaces``: a job sandbox's namespaces are the host's), and a
     ``hostname``/``domainname`` dropped when the container joins the host's UTS
     namespace, where setting it would rename the node (``_keep_host_names``)."""
-    from hostjob import fsutil, jsonio, pods
+    from hostjob.boot import jsonio
+    from hostjob.linux import fsutil
     from hostjob.runtime.bundle import read_json
+    from hostjob.specconv import pods
 
     spec = read_json(paths.join(bundle, "config.json"), "config.json")
     linux = spec.get("linux") if type(spec) is dict else None

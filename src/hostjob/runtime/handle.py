@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import posix
 
-from hostjob import log, paths
-from hostjob.env import getenv
+from hostjob import log
+from hostjob.boot import paths
+from hostjob.boot.env import getenv
 from hostjob.errors import ContainerNotFound, ContainerNotRunning, NotAJobContainer, StateCorrupt
 from hostjob.runtime import proc
 from hostjob.runtime.record import PHASE_CREATING, ExitStatus, StateStore
@@ -27,8 +28,8 @@ if TYPE_CHECKING:
     from typing import Any, TypeVar
 
     from hostjob import cgroups
-    from hostjob.job import JobConfig
     from hostjob.runtime.record import Record
+    from hostjob.specconv.jobconfig import JobConfig
 
     H = TypeVar("H", bound="Handle")
 

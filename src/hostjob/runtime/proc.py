@@ -6,7 +6,7 @@ recycled by another process and the container is stopped. Signals go through a
 pidfd opened after that check, so a stranger that takes the pid later is never
 signalled.
 
-Signals themselves are ``hostjob.signals``.
+Signals themselves are ``hostjob.linux.signals``.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def is_alive(pid: int, started: int) -> bool:
 
 def open_pidfd(pid: int, started: int) -> int | None:
     """A pidfd for the process if it is still the one that started at ``started``."""
-    from hostjob.signals import pidfd_of  # here: `state` and `list` never pin a process
+    from hostjob.linux.signals import pidfd_of  # here: `state` and `list` never pin a process
 
     fd = pidfd_of(pid)
     if fd is None:
@@ -74,7 +74,7 @@ def signal_process(pid: int, started: int, signum: int) -> bool:
     fd = open_pidfd(pid, started)
     if fd is None:
         return False
-    from hostjob import signals  # here: `state` and `list` never signal
+    from hostjob.linux import signals  # here: `state` and `list` never signal
 
     try:
         signals.pidfd_send_signal(fd, signum)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import errno
 import posix
 
-from hostjob import jsonio, paths
+from hostjob.boot import jsonio, paths
 from hostjob.errors import (
     ConfigError,
     ContainerExists,
@@ -35,8 +35,8 @@ from hostjob.spec._decode import Model, boolean, integer, list_of, string, strin
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hostjob.flock import FileLock
-    from hostjob.job import DaemonConfig, JobConfig
+    from hostjob.linux.flock import FileLock
+    from hostjob.specconv.jobconfig import DaemonConfig, JobConfig
 
 STATE_FILE = "state.json"
 FIFO_NAME = "exec.fifo"
@@ -46,7 +46,7 @@ SECCOMP_NAME = "seccomp.bpf"  # linux.seccomp compiled at create, for exec
 # namespaces had to change, the bundle that runtime was given); that runtime keeps its
 # state under <root>/DELEGATE_DIR/<its name> (hostjob.runtime.state_root).
 ROUTE_NAME = "delegate"
-# A detached image container's stdout and stderr (see hostjob.daemon.watcher), and
+# A detached image container's stdout and stderr (see hostjob.supervisor.watcher), and
 # the lock its watcher holds while it lives.
 STDOUT_FIFO = "stdout.fifo"
 STDERR_FIFO = "stderr.fifo"
@@ -61,14 +61,14 @@ PHASE_CREATED = "created"
 def _job_config(value: object, path: str) -> JobConfig:
     # Imported here: `delete --force` of an unknown ID, `list -q` and the like never
     # decode a record.
-    from hostjob.job import JobConfig
+    from hostjob.specconv.jobconfig import JobConfig
 
     config: JobConfig = JobConfig.decode(value, path)
     return config
 
 
 def _daemon_config(value: object, path: str) -> DaemonConfig:
-    from hostjob.job import DaemonConfig
+    from hostjob.specconv.jobconfig import DaemonConfig
 
     config: DaemonConfig = DaemonConfig.decode(value, path)
     return config
@@ -196,7 +196,7 @@ class StateStore:
         # 0711: nobody else may list or write it, but a container running as another
         # user can reach its image rootfs below it (see ``open_for_user``). Missing
         # parents get 0755 whatever the umask (os.makedirs: 0777 under a umask of 0).
-        from hostjob import fsutil
+        from hostjob.linux import fsutil
 
         try:
             fsutil.ensure_dir(self.root, 0o711)
@@ -244,7 +244,7 @@ class StateStore:
             raise ContainerNotFound(container_id) from err
         except PermissionError as err:
             raise PermissionDenied(f"cannot open {path}: hostjob needs root") from err
-        from hostjob.flock import lock_fd  # here: `state` and `list` never lock
+        from hostjob.linux.flock import lock_fd  # here: `state` and `list` never lock
 
         lock = lock_fd(fd)
         # The directory may have been deleted while we waited for the lock.
@@ -257,7 +257,7 @@ class StateStore:
         """Lock the state root itself (exclusively): held while a bind-mode container
         makes or adopts the paths it may share with others, while one decides which
         of them to remove, and while ``--user auto`` picks a container's uid."""
-        from hostjob import fsutil
+        from hostjob.linux import fsutil
 
         self._ensure_root()
         return fsutil.lock_fd(
@@ -266,7 +266,7 @@ class StateStore:
 
     def creator_alive(self, container_id: str) -> bool:
         """True while some command holds the container's lock (e.g. create in progress)."""
-        from hostjob import fsutil
+        from hostjob.linux import fsutil
 
         return fsutil.is_locked(self.dir(container_id))
 
@@ -358,7 +358,7 @@ class StateStore:
 
     def write(self, record: Record) -> None:
         path = paths.join(self.dir(record.id), STATE_FILE)
-        from hostjob import fsutil
+        from hostjob.linux import fsutil
 
         fsutil.write_atomic(path, jsonio.dumps(record.to_json()).encode(), mode=0o600)
 
@@ -380,7 +380,7 @@ class StateStore:
         path = self.dir(container_id)
         if not paths.lexists(path):
             return
-        from hostjob import fsremove
+        from hostjob.linux import fsremove
 
         if not _has_directory(path):
             # The common case needs no look at mountinfo: no mount point below.
@@ -413,13 +413,13 @@ def _has_directory(path: str) -> bool:
 
 def _unmount_under(path: str) -> None:
     """Detach every mount at or below ``path`` (the state root's own directory)."""
-    from hostjob.mountinfo import mounts_under
+    from hostjob.linux.mountinfo import mounts_under
 
     real = paths.realpath(path)
     points = mounts_under(real)
     if not points:
         return
-    from hostjob import fsutil, linux
+    from hostjob.linux import fsutil, syscalls
 
     # A lazy unmount takes the mounts below with it: only the outermost ones are
     # unmounted, each reached without following a symlink (the ones below may lie in
@@ -428,7 +428,7 @@ def _unmount_under(path: str) -> None:
     for point in dict.fromkeys(outermost):
         for _ in range(16):  # stacked mounts on one point
             try:
-                if not fsutil.unmount(point, linux.MNT_DETACH):
+                if not fsutil.unmount(point, syscalls.MNT_DETACH):
                     break
             except OSError as err:
                 if err.errno in (errno.EINVAL, errno.ENOENT):
@@ -439,7 +439,7 @@ def _unmount_under(path: str) -> None:
 def write_pid_file(path: str, pid: int) -> None:
     """Digits only, no newline, atomically (containerd and conmon read it at once). The
     directory is the caller's: the temp file never writes through a planted symlink."""
-    from hostjob import fsutil
+    from hostjob.linux import fsutil
 
     fsutil.write_atomic(paths.abspath(path), str(pid).encode())
 

@@ -20,9 +20,9 @@ from hostjob.runtime.status import Status
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hostjob.job import Hook
     from hostjob.runtime.handle import Handle
     from hostjob.runtime.launch.spawn import Child
+    from hostjob.specconv.jobconfig import Hook
 
 
 def start(container: Handle) -> None:
@@ -60,7 +60,7 @@ def _run_poststart(container: Handle, poststart: list[Hook]) -> None:
         hooks.run_hooks("poststart", poststart, container.hook_state(Status.RUNNING, container.pid))
     except HookError:
         if container.owns_cgroup():
-            from hostjob import signals
+            from hostjob.linux import signals
 
             container.cgroup().kill_all(signals.SIGKILL)
         raise

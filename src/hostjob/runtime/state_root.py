@@ -8,7 +8,7 @@ shim sends one after every ``delete``) answers without loading the record's mode
 
 from __future__ import annotations
 
-from hostjob import paths
+from hostjob.boot import paths
 from hostjob.errors import InvalidArgument
 
 DEFAULT_ROOT = "/run/hostjob"
@@ -16,7 +16,7 @@ DEFAULT_ROOT = "/run/hostjob"
 # holds only a link to the real OCI runtime that runs it, and that runtime keeps its
 # state under <root>/DELEGATE_DIR/<its name>.
 DELEGATE_DIR = ".delegate"
-# Compiled seccomp profiles kept for the next create (hostjob.seccomp_cache).
+# Compiled seccomp profiles kept for the next create (hostjob.seccomp.cache).
 SECCOMP_CACHE_DIR = ".seccomp"
 # hostjob's own names in the state root: no container may take one.
 _RESERVED = (".", "..", DELEGATE_DIR, SECCOMP_CACHE_DIR)

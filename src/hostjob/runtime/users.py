@@ -25,7 +25,7 @@ import posix
 import pwd
 
 from hostjob import log
-from hostjob.env import getenv
+from hostjob.boot.env import getenv
 from hostjob.errors import HostjobError, InvalidArgument, StateCorrupt
 from hostjob.runtime import proc
 

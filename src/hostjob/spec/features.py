@@ -4,8 +4,8 @@ cgroup versions."""
 
 from __future__ import annotations
 
-from hostjob import seccomp
-from hostjob.linux import CAP_NAMES
+from hostjob.linux.syscalls import CAP_NAMES
+from hostjob.seccomp import bpf
 from hostjob.spec.runtime import HOOK_POINTS, OCI_VERSION
 
 TYPE_CHECKING = False
@@ -50,11 +50,11 @@ def features() -> dict[str, Any]:
             # seccomp agent, which hostjob does not have)
             "seccomp": {
                 "enabled": True,
-                "actions": sorted(seccomp.ACTIONS),
-                "operators": sorted(seccomp.OPERATORS),
-                "archs": list(seccomp.ARCHES),
-                "knownFlags": list(seccomp.FLAGS),
-                "supportedFlags": list(seccomp.FLAGS),
+                "actions": sorted(bpf.ACTIONS),
+                "operators": sorted(bpf.OPERATORS),
+                "archs": list(bpf.ARCHES),
+                "knownFlags": list(bpf.FLAGS),
+                "supportedFlags": list(bpf.FLAGS),
             },
             "apparmor": {"enabled": False},
             "selinux": {"enabled": False},

@@ -2,7 +2,7 @@
 
 Field names are runtime-spec's own (``containerID``, ``blockIO``, ``kernelTCP``,
 ``disableOOMKiller``...); attributes are their snake_case twins. Nothing here
-interprets the config: ``hostjob.config`` is the one place that turns a decoded
+interprets the config: ``hostjob.specconv.convert`` is the one place that turns a decoded
 ``Spec`` into the job container's internal configuration.
 """
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from hostjob import jsonio
+from hostjob.boot import jsonio
 from hostjob.errors import ConfigError
 from hostjob.spec.runtime import OCI_VERSION
 

@@ -1,7 +1,7 @@
 """The runtime-spec's ``windows`` section of config.json, as wire models.
 
 hostjob runs no Windows container, but a job container's config may carry this
-section: ``hostjob.config`` maps ``resources`` onto Linux ones, takes
+section: ``hostjob.specconv.convert`` maps ``resources`` onto Linux ones, takes
 ``jobContainer.rootfsMountPoint`` and refuses ``hyperv``. Field names are
 runtime-spec's own.
 """

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from hostjob import linux
 from hostjob.images.store import Store
+from hostjob.linux import syscalls
 
 
 @pytest.fixture(autouse=True)
@@ -43,6 +43,6 @@ def _unmount_under(prefix: str) -> None:
             return
         for target in sorted(targets, key=len, reverse=True):
             try:
-                linux.umount2(target, linux.MNT_DETACH)
+                syscalls.umount2(target, syscalls.MNT_DETACH)
             except OSError:
                 pass

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from hostjob.errors import MountError
-from hostjob.image_errors import ImageError
 from hostjob.images import overlay
+from hostjob.images.errors import ImageError
 from hostjob.images.resolve import ResolvedImage
 from hostjob.images.rootfs import ContainerRootfs, ImageRootfs, MountedRootfs, unmount_image
 from hostjob.images.store import Store
-from hostjob.mountinfo import is_mountpoint
+from hostjob.linux.mountinfo import is_mountpoint
 from tests.fixtures.images import write_layout
 from tests.fixtures.tars import entry, make_tar
 from tests.helpers import kernel_version

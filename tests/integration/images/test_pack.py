@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from hostjob.errors import InvalidArgument
-from hostjob.image_errors import InvalidReference
 from hostjob.images import pack
+from hostjob.images.errors import InvalidReference
 from hostjob.images.rootfs import ImageRootfs, unmount_image
 from tests.fixtures.images import write_layout
 from tests.fixtures.registry import skopeo_copy

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.image_errors import RegistryError
+from hostjob.images import imagespec
+from hostjob.images.errors import RegistryError
 from hostjob.images.push import push
 from hostjob.images.store import Store
-from hostjob.spec import image as spec
 from tests.fixtures.registry import DockerRegistry, TokenServer, skopeo_copy
 from tests.helpers import BUSYBOX, hostjob_cmd, hostjob_env, require_peer
 
@@ -212,13 +212,17 @@ def test_push_from_archives_and_what_skopeo_sees(tool: Path, tmp_path: Path) -> 
         multi = tmp_path / "multi"
         skopeo_copy(f"oci-archive:{archive}:v1", f"oci:{multi}:v1")
         index = json.loads((multi / "index.json").read_text())
-        nested = {"schemaVersion": 2, "mediaType": spec.OCI_INDEX, "manifests": index["manifests"]}
+        nested = {
+            "schemaVersion": 2,
+            "mediaType": imagespec.OCI_INDEX,
+            "manifests": index["manifests"],
+        }
         raw = json.dumps(nested).encode()
         digest = "sha256:" + hashlib.sha256(raw).hexdigest()
         (multi / "blobs" / "sha256" / digest[7:]).write_bytes(raw)
         name = {"org.opencontainers.image.ref.name": "idx"}
         entry = {
-            "mediaType": spec.OCI_INDEX,
+            "mediaType": imagespec.OCI_INDEX,
             "digest": digest,
             "size": len(raw),
             "annotations": name,

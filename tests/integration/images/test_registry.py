@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.image_errors import DigestMismatch, ImageError, ImageNotFound, RegistryError
+from hostjob.images.errors import DigestMismatch, ImageError, ImageNotFound, RegistryError
 from hostjob.images.push import push
 from tests.fixtures.images import write_layout
 from tests.fixtures.registry import (

@@ -31,7 +31,7 @@ def test_opening_a_manager_is_light() -> None:
 
 def test_every_cgroup_module_is_light() -> None:
     mods = modules_after(
-        "import hostjob.cgroups, hostjob.config, hostjob.cgroups.stats, hostjob.cgroups.pids\n"
+        "import hostjob.cgroups, hostjob.specconv.convert, hostjob.cgroups.stats, hostjob.cgroups.pids\n"
         "import hostjob.cgroups.driver, hostjob.cgroups.unified\n"
         "for v in ('v1', 'v2'):\n"
         "    for m in ('memory', 'cpu', 'cpuset', 'hugetlb'):\n"

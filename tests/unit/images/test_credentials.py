@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from hostjob.image_errors import RegistryError
+from hostjob.images.errors import RegistryError
 from hostjob.images.remotes.credentials import read_creds, take_creds
 from tests.helpers import REPO
 

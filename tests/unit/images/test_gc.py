@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hostjob.errors import InvalidArgument
-from hostjob.image_errors import ImageError
+from hostjob.images.errors import ImageError
 from hostjob.images.gc import ContainerRef, Freed, tree_size
 from hostjob.images.store import Store
 from tests.fixtures.images import digest_of, register_container, write_layout

@@ -23,8 +23,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from hostjob import config as conversion
-from hostjob import jsonio
+from hostjob.boot import jsonio
 from hostjob.cli.render import ago, details_json, summary_json, table
 from hostjob.errors import HostjobError
 from hostjob.images.pack import pack
@@ -33,6 +32,7 @@ from hostjob.images.runspec import RunFlags, build_spec
 from hostjob.images.store import Store
 from hostjob.runtime.launch import plan as launch
 from hostjob.spec import runtime as wire
+from hostjob.specconv import convert as conversion
 from tests.fixtures import image_configs as shapes
 from tests.fixtures.images import digest_of, write_config_layout
 from tests.fixtures.tars import entry, gz, make_tar
@@ -184,8 +184,8 @@ def check_policy(defaults: Any, flags: RunFlags, spec: dict[str, Any]) -> None:
 
 def check_daemon(image_signal: str | None) -> None:
     """``run -d``'s stop signal and a unit file of it."""
-    from hostjob.daemon.options import daemon_config
-    from hostjob.daemon.units import unit_file
+    from hostjob.supervisor.options import daemon_config
+    from hostjob.supervisor.units import unit_file
 
     signum = attempt(stop_signal, image_signal)
     if signum is None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.image_errors import DigestMismatch, ImageError, ImageNotFound
 from hostjob.images.content import ContentStore
+from hostjob.images.errors import DigestMismatch, ImageError, ImageNotFound
 from hostjob.images.layers import LayerCache, LayerRecord
 from hostjob.images.root import StoreRoot
 from tests.fixtures.images import digest_of

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from hostjob.errors import InvalidArgument
-from hostjob.image_errors import UnpackLimit
 from hostjob.images import limits, unpack
+from hostjob.images.errors import UnpackLimit
 from hostjob.images.store import Store
 from tests.fixtures.bombs import inode_bomb, write_bomb_layout
 from tests.fixtures.images import write_layout

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from hostjob.errors import InvalidArgument
-from hostjob.image_errors import ImageError, ImageNotFound
 from hostjob.images.content import ContentStore
+from hostjob.images.errors import ImageError, ImageNotFound
 from hostjob.images.names import NameIndex, NameRecord
 from hostjob.images.root import StoreRoot
 

@@ -1,4 +1,4 @@
-"""Which overlay mount method is used, kernel by kernel, without root: a fake ``linux``
+"""Which overlay mount method is used, kernel by kernel, without root: a fake ``syscalls``
 layer answers the new mount API as each kernel does, and mount(2) succeeds, so each
 refusal point shows where ``mount_overlay`` falls back.
 
@@ -40,7 +40,7 @@ class FakeKernel:
         return os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
 
     def fsconfig(self, fd: int, cmd: int, key: str | None = None, value: str | None = None) -> None:
-        if cmd == overlay.linux.FSCONFIG_CMD_CREATE:
+        if cmd == overlay.syscalls.FSCONFIG_CMD_CREATE:
             self.calls.append("create")
             if self.refuse == "create":
                 raise OSError(errno.EINVAL, "Invalid argument")
@@ -80,7 +80,7 @@ def dirs(tmp_path: Path) -> dict[str, str]:
 
 def mount_with(kernel: FakeKernel, dirs: dict[str, str], monkeypatch, **kw) -> str:  # type: ignore[no-untyped-def]
     for name in ("fsopen", "fsconfig", "fsmount", "move_mount", "mount", "fs_context_messages"):
-        monkeypatch.setattr(overlay.linux, name, getattr(kernel, name))
+        monkeypatch.setattr(overlay.syscalls, name, getattr(kernel, name))
     return overlay.mount_overlay(
         [dirs["l1"], dirs["l2"]], dirs["upper"], dirs["work"], dirs["target"], **kw
     )

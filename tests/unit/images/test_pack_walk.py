@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.image_errors import ImageError
 from hostjob.images import archive
+from hostjob.images.errors import ImageError
 
 
 def swapped_while_packing(tree: Path, name: str, swap) -> None:  # type: ignore[no-untyped-def]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hostjob.image_errors import ImageError, InvalidReference
 from hostjob.images import platforms
-from hostjob.spec.image import Descriptor, Platform
+from hostjob.images.errors import ImageError, InvalidReference
+from hostjob.images.imagespec import Descriptor, Platform
 
 D = "sha256:" + "0" * 64
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.image_errors import DigestMismatch
 from hostjob.images import progress
+from hostjob.images.errors import DigestMismatch
 from hostjob.images.pull import PullResult, default_name
 from hostjob.images.reference import parse
 from hostjob.images.store import Store

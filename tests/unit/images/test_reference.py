@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostjob.image_errors import InvalidReference
 from hostjob.images import reference
+from hostjob.images.errors import InvalidReference
 from hostjob.images.reference import parse, parse_name
 
 D = "sha256:" + "a" * 64

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from hostjob.image_errors import RegistryError
+from hostjob.images.errors import RegistryError
 from hostjob.images.remotes import fetcher
 from hostjob.images.remotes.auth import parse_challenges
 from hostjob.images.remotes.credentials import find_credentials, load_auths, parse_creds

@@ -9,7 +9,7 @@ import httpcore
 import httpx
 import pytest
 
-from hostjob.image_errors import RegistryStalled
+from hostjob.images.errors import RegistryStalled
 from hostjob.images.remotes import stall
 from hostjob.images.remotes.transport import read_at_most, registry_error
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.image_errors import DigestMismatch, ImageError
+from hostjob.images import imagespec
+from hostjob.images.errors import DigestMismatch, ImageError
 from hostjob.images.resolve import ImageSummary, ResolvedImage, diff_ids, platform_of
 from hostjob.images.store import Store
-from hostjob.spec import image as spec
 from tests.fixtures.images import digest_of, write_layout
 from tests.fixtures.tars import entry, make_tar
 
@@ -51,7 +51,7 @@ def test_details(store: Store) -> None:
     details = store.resolver.details("test/img:v1")
     assert details.names == ["docker.io/test/img:v1"] and details.platform == "linux/arm64"
     (layer,) = details.layers
-    assert layer.diff_id == digest_of(L1) and layer.media_type == spec.OCI_LAYER_GZIP
+    assert layer.diff_id == digest_of(L1) and layer.media_type == imagespec.OCI_LAYER_GZIP
     assert layer.path == store.layers.dir(digest_of(L1))
     os.rename(store.layers.path(digest_of(L1)), store.layers.path(digest_of(L1)) + ".gone")
     assert store.resolver.details("test/img:v1").layers[0].path is None, "not unpacked"
@@ -63,10 +63,10 @@ def test_details(store: Store) -> None:
 
 
 def test_diff_ids_must_match_the_layers() -> None:
-    config = spec.ImageConfig.decode({"rootfs": {"type": "layers", "diff_ids": []}})
-    manifest = spec.Manifest.decode(
+    config = imagespec.ImageConfig.decode({"rootfs": {"type": "layers", "diff_ids": []}})
+    manifest = imagespec.Manifest.decode(
         {"schemaVersion": 2, "layers": [{"digest": digest_of(b"x"), "size": 1}]}
     )
     with pytest.raises(ImageError, match="1 layers but 0 diffIDs"):
         diff_ids(config, manifest, "sha256:m")
-    assert platform_of(spec.ImageConfig.decode({})) == "?/?"
+    assert platform_of(imagespec.ImageConfig.decode({})) == "?/?"

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from hostjob.config import (
+from hostjob.errors import ConfigError, InvalidArgument
+from hostjob.images.imagespec import ContainerConfig
+from hostjob.images.runspec import RunFlags, build_spec
+from hostjob.spec import runtime as wire
+from hostjob.specconv.convert import (
     ANNOTATION_INHERIT_USER,
     ANNOTATION_MOUNT_MODE,
     ANNOTATION_MOUNT_POINT,
     HCS_INHERIT_USER,
     to_job_config,
 )
-from hostjob.errors import ConfigError, InvalidArgument
-from hostjob.images.runspec import RunFlags, build_spec
-from hostjob.spec import runtime as wire
-from hostjob.spec.image import ContainerConfig
 
 HOSTILE_LABELS = {
     ANNOTATION_INHERIT_USER: "true",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hostjob.errors import InvalidArgument
-from hostjob.image_errors import DigestMismatch, ImageError, ImageNotFound, InvalidReference
+from hostjob.images.errors import DigestMismatch, ImageError, ImageNotFound, InvalidReference
 from hostjob.images.gc import Freed
 from hostjob.images.store import Store
 from tests.fixtures.images import digest_of, register_container, write_docker_archive, write_layout

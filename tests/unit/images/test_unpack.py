@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.image_errors import DigestMismatch, UnpackError
 from hostjob.images import unpack
+from hostjob.images.errors import DigestMismatch, UnpackError
 from tests.fixtures.tars import entry, gz, make_tar, sha256, zst
 
 ROOT = os.geteuid() == 0

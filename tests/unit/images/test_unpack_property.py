@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hostjob.image_errors import ImageError
 from hostjob.images import unpack
+from hostjob.images.errors import ImageError
 from tests.fixtures.tars import entry, make_tar
 
 ROOT = os.geteuid() == 0

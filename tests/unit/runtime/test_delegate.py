@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from hostjob import pods
 from hostjob.cli.args import parse
 from hostjob.cli.commands import create
 from hostjob.cli.main import GLOBAL, Context
@@ -20,6 +19,7 @@ from hostjob.runtime import delegate
 from hostjob.runtime.bundle import read_config
 from hostjob.runtime.container import Container
 from hostjob.runtime.record import StateStore
+from hostjob.specconv import pods
 from tests.helpers import base_config
 
 
@@ -166,7 +166,7 @@ def test_the_runtime_gets_hostjobs_global_flags(words: list[str], flags: list[st
 
 
 def test_the_operators_defaults_are_given_by_the_annotation_each_stands_for() -> None:
-    from hostjob.config import DEFAULT_FLAGS
+    from hostjob.specconv.convert import DEFAULT_FLAGS
 
     words = ["--default-mount-mode=bind", "--default-rootfs-mount-point", "/j",
              "--default-inherit-user", "--root", "/r", "create", "x"]  # fmt: skip

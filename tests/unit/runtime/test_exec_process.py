@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from hostjob.errors import InvalidArgument
-from hostjob.job import ProcessConfig
 from hostjob.runtime.verbs.execute import process_for_exec
+from hostjob.specconv.jobconfig import ProcessConfig
 from hostjob.units import parse_id
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from hostjob.errors import StartError
-from hostjob.job import ProcessConfig
 from hostjob.runtime.launch import plan as launch_plan
+from hostjob.specconv.jobconfig import ProcessConfig
 
 IMAGE_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -183,8 +183,8 @@ def test_the_image_path_is_process_envs_before_it_is_extended() -> None:
 
 
 def test_the_plan_keeps_the_image_path_and_the_process_path_host_first() -> None:
-    from hostjob.config import to_job_config
     from hostjob.spec import runtime as wire
+    from hostjob.specconv.convert import to_job_config
     from tests.helpers import base_config
 
     config = base_config("top")

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.config import to_job_config
 from hostjob.errors import ContainerNotFound, StateCorrupt
 from hostjob.runtime.handle import Handle, stop_grace
 from hostjob.runtime.record import PHASE_CREATED, Record, StateStore
 from hostjob.runtime.status import Status
 from hostjob.spec import runtime as wire
+from hostjob.specconv.convert import to_job_config
 from tests.helpers import base_config
 
 

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostjob.config import to_job_config
 from hostjob.errors import ConfigError, StartError
-from hostjob.job import ProcessConfig
 from hostjob.runtime.launch import plan as resolve
 from hostjob.spec import runtime as wire
+from hostjob.specconv.convert import to_job_config
+from hostjob.specconv.jobconfig import ProcessConfig
 from tests.helpers import base_config
 
 MP = "/var/lib/job/rootfs"
@@ -230,7 +230,7 @@ def test_plan_of_a_converted_config() -> None:
 
 
 def test_signal_names() -> None:
-    from hostjob.signals import parse_signal, signal_name
+    from hostjob.linux.signals import parse_signal, signal_name
 
     assert signal_name(9) == "SIGKILL"
     assert signal_name(6) == "SIGABRT"  # not its alias SIGIOT

@@ -12,9 +12,7 @@ from typing import Any
 
 import pytest
 
-from hostjob.config import to_job_config
 from hostjob.errors import MountError
-from hostjob.job import JobConfig
 from hostjob.runtime.sandbox.host import plan_host, prepare_host
 from hostjob.runtime.sandbox.undo import (
     REMOVE,
@@ -25,6 +23,8 @@ from hostjob.runtime.sandbox.undo import (
     undo,
 )
 from hostjob.spec import runtime as wire
+from hostjob.specconv.convert import to_job_config
+from hostjob.specconv.jobconfig import JobConfig
 from tests.helpers import base_config
 
 
@@ -189,7 +189,7 @@ def test_a_read_only_volume_or_a_tmpfs_is_a_mount_under_the_mount_point(bundle: 
 
 
 def _mount_id(path: str) -> int:
-    from hostjob import fsutil
+    from hostjob.linux import fsutil
 
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -299,12 +299,15 @@ def test_undo_of_each_kind_on_a_tree(tmp_path: Path) -> None:
 
 
 def test_a_tmpfs_volumes_options_become_mount_flags_and_data() -> None:
-    from hostjob import linux
+    from hostjob.linux import syscalls
     from hostjob.runtime.sandbox.steps import tmpfs_arguments
 
     options = ["nosuid", "nodev", "noexec", "exec", "strictatime", "size=1m", "mode=1777",
                "inode64", "tmpcopyup"]  # fmt: skip
     flags, data = tmpfs_arguments(options, readonly=True)
-    assert flags == linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV | linux.MS_STRICTATIME
+    assert (
+        flags
+        == syscalls.MS_RDONLY | syscalls.MS_NOSUID | syscalls.MS_NODEV | syscalls.MS_STRICTATIME
+    )
     assert data == "size=1m,mode=1777,inode64"  # tmpcopyup is hostjob's to do, not the kernel's
     assert tmpfs_arguments([], readonly=False) == (0, "")

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.config import to_job_config
 from hostjob.errors import HostjobError, InvalidArgument
 from hostjob.runtime import proc, users
 from hostjob.runtime.record import PHASE_CREATED, Record, StateStore
 from hostjob.spec import runtime as wire
+from hostjob.specconv.convert import to_job_config
 from tests.helpers import base_config
 
 # Numbers no Debian passwd or group names, far from anything a test machine runs as.

@@ -214,8 +214,8 @@ class V1Manager(Manager):
         return unified.frozen(d)
 
     def kill_all(self, sig: int) -> None:
-        from hostjob import signals
         from hostjob.cgroups import unified
+        from hostjob.linux import signals
 
         if sig == signals.SIGKILL and self._unified is not None and unified.kill(self._unified):
             # Atomic and fork-proof for everything in the unified cgroup; rounds catch

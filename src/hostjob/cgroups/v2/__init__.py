@@ -117,7 +117,7 @@ class V2Manager(Manager):
         return unified.frozen(self._dir)
 
     def kill_all(self, sig: int) -> None:
-        from hostjob import signals
+        from hostjob.linux import signals
 
         if sig == signals.SIGKILL and unified.kill(self._dir):
             return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from hostjob import jsonio
+from hostjob.boot import jsonio
 from hostjob.cli.args import FLAG, VALUE, Command, Option
 from hostjob.runtime.container import Container
 from hostjob.runtime.verbs.events import events

@@ -6,9 +6,9 @@ import os
 import sys
 
 from hostjob.cli.args import Command
-from hostjob.daemon.units import unit_for
 from hostjob.errors import InvalidArgument
 from hostjob.runtime.container import Container
+from hostjob.supervisor.units import unit_for
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

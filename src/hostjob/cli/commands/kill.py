@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from hostjob.cli.args import FLAG, Command, Option
+from hostjob.linux.signals import parse_signal
 from hostjob.runtime.container import Container
-from hostjob.signals import parse_signal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hostjob import jsonio
+from hostjob.boot import jsonio
 from hostjob.cli.args import FLAG, VALUE, Command, Option
 from hostjob.errors import InvalidArgument, one_line
 from hostjob.runtime.container import Container

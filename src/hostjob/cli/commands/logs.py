@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 
 from hostjob.cli.args import FLAG, VALUE, Command, Option
-from hostjob.daemon import logs
-from hostjob.daemon.crilog import STDERR
-from hostjob.daemon.logreader import Query
 from hostjob.errors import InvalidArgument
 from hostjob.runtime.container import Container
+from hostjob.supervisor import logs
+from hostjob.supervisor.crilog import STDERR
+from hostjob.supervisor.logreader import Query
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -68,7 +68,7 @@ def argv_words(values: list[str], flag: str) -> list[str] | None:
     if not values:
         return None
     if len(values) == 1 and values[0].lstrip().startswith("["):
-        from hostjob import jsonio
+        from hostjob.boot import jsonio
 
         try:
             words = jsonio.loads(values[0])
@@ -131,6 +131,6 @@ def _stop_signal(text: str | None) -> str | None:
     """``--stop-signal``: checked, written as its name (``SIGQUIT``), as docker does."""
     if text is None:
         return None
-    from hostjob.signals import parse_signal, signal_name
+    from hostjob.linux.signals import parse_signal, signal_name
 
     return signal_name(parse_signal(text))

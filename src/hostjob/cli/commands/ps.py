@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hostjob import jsonio
+from hostjob.boot import jsonio
 from hostjob.cli.args import VALUE, Command, Option
 from hostjob.errors import InvalidArgument
 from hostjob.runtime.container import Container

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hostjob.cli.args import FLAG, Command, Option
 from hostjob.cli.render import STORE_OPTION, freed, open_store
 from hostjob.errors import InvalidArgument, one_line
-from hostjob.image_errors import ImageNotFound
+from hostjob.images.errors import ImageNotFound
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

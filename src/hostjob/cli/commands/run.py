@@ -14,21 +14,21 @@ a valid container ID and ``./config.json`` exists (runc's default bundle).
 
 from __future__ import annotations
 
-from hostjob import paths
+from hostjob.boot import paths
+from hostjob.boot.env import popenv
 from hostjob.cli.args import FLAG, INT, LIST, VALUE, Command, Option
 from hostjob.cli.commands.create import CREATE_OPTIONS
-from hostjob.daemon.options import DAEMON_ONLY
-from hostjob.env import popenv
 from hostjob.errors import InvalidArgument
 from hostjob.runtime.state_root import validate_id
 from hostjob.runtime.verbs.create import CreateOptions
 from hostjob.runtime.verbs.run import run as run_container
+from hostjob.supervisor.options import DAEMON_ONLY
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context
-    from hostjob.job import DaemonConfig
+    from hostjob.specconv.jobconfig import DaemonConfig
 
 RUNC_OPTIONS = (
     *(o for o in CREATE_OPTIONS if o.dest != "bundle"),
@@ -151,7 +151,7 @@ def run(args: Args, ctx: Context) -> int:
 
 
 def _daemon_config(args: Args) -> DaemonConfig | None:
-    from hostjob.daemon.options import daemon_config
+    from hostjob.supervisor.options import daemon_config
 
     return daemon_config(
         detach=args.detach,

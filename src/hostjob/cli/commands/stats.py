@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 
-from hostjob import jsonio
+from hostjob.boot import jsonio
 from hostjob.cli.args import FLAG, VALUE, Command, Option
 from hostjob.errors import ContainerNotFound, ContainerNotRunning, InvalidArgument, one_line
 from hostjob.runtime.container import Container

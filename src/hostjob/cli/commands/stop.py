@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from hostjob.cli.args import INT, VALUE, Command, Option
-from hostjob.daemon.stop import stop
 from hostjob.errors import HostjobError, InvalidArgument
 from hostjob.runtime.container import Container
+from hostjob.supervisor.stop import stop
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ def run(args: Args, ctx: Context) -> int:
         raise InvalidArgument(f"-t {args.time}: not negative")
     signum = None
     if args.signal is not None:
-        from hostjob.signals import parse_signal
+        from hostjob.linux.signals import parse_signal
 
         signum = parse_signal(args.signal)
     failed: HostjobError | None = None

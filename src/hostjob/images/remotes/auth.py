@@ -20,7 +20,7 @@ import base64
 import json
 import time
 
-from hostjob.image_errors import RegistryError
+from hostjob.images.errors import RegistryError
 from hostjob.images.remotes import transport
 
 TYPE_CHECKING = False

@@ -23,7 +23,7 @@ import json
 import os
 
 from hostjob import log
-from hostjob.image_errors import RegistryError
+from hostjob.images.errors import RegistryError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

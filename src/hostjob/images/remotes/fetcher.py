@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import time
 
-from hostjob.image_errors import RegistryError
+from hostjob.images.errors import RegistryError
 from hostjob.images.remotes import transport
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from hostjob.images import imagespec
     from hostjob.images.content import Writer
     from hostjob.images.remotes.session import Session
-    from hostjob.spec import image as spec
 
 
 class BlobFetcher:
@@ -28,7 +28,7 @@ class BlobFetcher:
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def fetch(self, repo: str, desc: spec.Descriptor, writer: Writer) -> None:
+    def fetch(self, repo: str, desc: imagespec.Descriptor, writer: Writer) -> None:
         """Stream a blob into ``writer`` (a ``content.Digester``), resuming with Range."""
         import httpx
 

@@ -8,16 +8,16 @@ match). The manifest goes last, so the image appears whole or not at all.
 
 from __future__ import annotations
 
-from hostjob.image_errors import DigestMismatch
+from hostjob.images.errors import DigestMismatch
 from hostjob.images.remotes import transport
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
+    from hostjob.images import imagespec
     from hostjob.images.content import Readable
     from hostjob.images.remotes.session import Session
-    from hostjob.spec import image as spec
 
 
 def push_scope(repo: str) -> str:
@@ -46,8 +46,8 @@ class Pusher:
     def upload(
         self,
         repo: str,
-        desc: spec.Descriptor,
-        open_blob: Callable[[spec.Descriptor], Readable],
+        desc: imagespec.Descriptor,
+        open_blob: Callable[[imagespec.Descriptor], Readable],
         on_bytes: Callable[[int], None] | None = None,
     ) -> None:
         """Upload a blob monolithically: ``POST`` an upload session, then one ``PUT``

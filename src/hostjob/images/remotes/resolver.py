@@ -11,16 +11,21 @@ from __future__ import annotations
 import time
 
 from hostjob.errors import HostjobError
-from hostjob.image_errors import DigestMismatch, RegistryError
+from hostjob.images import imagespec
+from hostjob.images.errors import DigestMismatch, RegistryError
 from hostjob.images.remotes import transport
-from hostjob.spec import image as spec
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.images.remotes.session import Session
 
 MANIFEST_ACCEPT = ", ".join(
-    [spec.OCI_MANIFEST, spec.OCI_INDEX, spec.DOCKER_MANIFEST, spec.DOCKER_MANIFEST_LIST]
+    [
+        imagespec.OCI_MANIFEST,
+        imagespec.OCI_INDEX,
+        imagespec.DOCKER_MANIFEST,
+        imagespec.DOCKER_MANIFEST_LIST,
+    ]
 )
 MANIFEST_LIMIT = 4 << 20
 
@@ -72,9 +77,9 @@ class ManifestResolver:
         raw = bytes(body)
         import hashlib
 
-        algorithm = reference.partition(":")[0] if spec.is_digest(reference) else "sha256"
+        algorithm = reference.partition(":")[0] if imagespec.is_digest(reference) else "sha256"
         digest = f"{algorithm}:{hashlib.new(algorithm, raw).hexdigest()}"
-        if spec.is_digest(reference) and digest != reference:
+        if imagespec.is_digest(reference) and digest != reference:
             raise DigestMismatch(f"manifest {reference} from {host} has digest {digest}")
         header_digest = response.headers.get("docker-content-digest")
         if header_digest and header_digest.startswith(f"{algorithm}:") and header_digest != digest:
@@ -84,5 +89,5 @@ class ManifestResolver:
             )
         media_type = response.headers.get("content-type", "").split(";")[0].strip() or None
         if media_type in (None, "application/json", "application/octet-stream", "text/plain"):
-            media_type = spec.sniff_media_type(raw)
+            media_type = imagespec.sniff_media_type(raw)
         return raw, media_type, digest

@@ -9,7 +9,7 @@ answer.
 
 from __future__ import annotations
 
-from hostjob.image_errors import RegistryError
+from hostjob.images.errors import RegistryError
 from hostjob.images.remotes import transport
 from hostjob.images.remotes.auth import Authorizer
 from hostjob.images.remotes.credentials import find_credentials, parse_creds

@@ -18,7 +18,7 @@ import time
 import httpcore
 import httpx
 
-from hostjob.image_errors import RegistryError, RegistryStalled
+from hostjob.images.errors import RegistryError, RegistryStalled
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 
-from hostjob.image_errors import ImageError, ImageNotFound, RegistryError
+from hostjob.images.errors import ImageError, ImageNotFound, RegistryError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ import posix
 import resource
 import time
 
-from hostjob import paths
+from hostjob.boot import paths
 from hostjob.errors import StartError
 from hostjob.runtime.launch import plan as launch_plan
 from hostjob.runtime.proc import close_fds_except, env_dict
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from hostjob.cgroups import Entry
-    from hostjob.job import Hook
     from hostjob.runtime.launch.plan import LaunchPlan
+    from hostjob.specconv.jobconfig import Hook
 
 READY = b"R"
 ERROR = b"E"
@@ -156,10 +156,10 @@ def child_main(
     if plan.umask is not None:
         posix.umask(plan.umask)
     if plan.no_new_privileges:
-        from hostjob import linux
+        from hostjob.linux import syscalls
 
         try:
-            linux.set_no_new_privs()
+            syscalls.set_no_new_privs()
         except OSError as err:
             raise StartError(
                 f"cannot set noNewPrivileges (prctl PR_SET_NO_NEW_PRIVS): {_reason(err)}"
@@ -208,18 +208,18 @@ def child_main(
 
 def _load_exec_modules(plan: LaunchPlan) -> None:
     """Load what the steps after the start use (``_reset_signals``, ``_load_seccomp``)."""
-    from hostjob import signals  # noqa: F401
+    from hostjob.linux import signals  # noqa: F401
 
     if plan.seccomp is not None and plan.no_new_privileges:
-        from hostjob import seccomp  # noqa: F401
+        from hostjob.seccomp import bpf  # noqa: F401
 
 
 def _load_seccomp(plan: LaunchPlan) -> None:
-    from hostjob import seccomp
+    from hostjob.seccomp import bpf
 
     assert plan.seccomp is not None
     try:
-        seccomp.install(plan.seccomp)
+        bpf.install(plan.seccomp)
     except OSError as err:
         hint = ""
         if err.errno == errno.EACCES:
@@ -283,7 +283,7 @@ def _reset_signals() -> None:
     and blocks its wake-up signal while it starts (a restarted program would ignore
     ``stop``); an ignored SIGCHLD would even make the program's children reap
     themselves."""
-    from hostjob import signals
+    from hostjob.linux import signals
 
     for number in range(1, signals.NSIG):
         if number in (signals.SIGKILL, signals.SIGSTOP):
@@ -326,7 +326,7 @@ def _make_cwd(path: str, uid: int, gid: int, mount_point: str) -> None:
     swaps it for a symlink meanwhile: so each directory is reached from the mount
     point without following a symlink, made with ``mkdirat`` and given to the user
     with ``fchown`` on the fd of the directory just made, never by path."""
-    from hostjob import fsutil
+    from hostjob.linux import fsutil
 
     root = paths.realpath(mount_point)
     # Symlinks of the existing part that stay inside the image are resolved first.
@@ -366,28 +366,28 @@ def _switch_identity(plan: LaunchPlan) -> None:
         if (user.uid, user.gid, sorted(user.groups)) != current:
             _set_user(user.uid, user.gid, user.groups)
         return  # no capability sets asked: keep what the user switch leaves
-    from hostjob import linux
+    from hostjob.linux import syscalls
 
     # runc's order: bounding set, keep caps across setuid, switch, then the sets.
     bounding = wanted[0]
     try:
-        linux.drop_bounding(c for c in range(_last_cap() + 1) if not bounding & (1 << c))
+        syscalls.drop_bounding(c for c in range(_last_cap() + 1) if not bounding & (1 << c))
     except OSError as err:
         what = f"cannot drop {err.filename} from the bounding set"
         raise StartError(f"{what}: {_reason(err)}") from err
     cap = 0
     try:
         step = "keep capabilities across the user switch (prctl PR_SET_KEEPCAPS)"
-        linux.set_keepcaps(True)
+        syscalls.set_keepcaps(True)
         _set_user(user.uid, user.gid, user.groups)
         step = "clear PR_SET_KEEPCAPS"
-        linux.set_keepcaps(False)
+        syscalls.set_keepcaps(False)
         _bounding, effective, permitted, inheritable, ambient = wanted
         step = (
             f"set capabilities (capset: effective {effective:#x}, permitted {permitted:#x},"
             f" inheritable {inheritable:#x})"
         )
-        linux.capset(effective, permitted, inheritable)
+        syscalls.capset(effective, permitted, inheritable)
         # The kernel raises an ambient capability only if it is permitted and inheritable.
         # runc and crun skip the others (`runc spec` itself asks for ambient capabilities
         # without inheritable ones), so a config they run runs here too.
@@ -395,9 +395,9 @@ def _switch_identity(plan: LaunchPlan) -> None:
         step = "raise ambient capability {}"
         for cap in range(_last_cap() + 1):
             if ambient & (1 << cap):
-                linux.raise_ambient(cap)
+                syscalls.raise_ambient(cap)
     except OSError as err:
-        step = step.format(linux.cap_name(cap))
+        step = step.format(syscalls.cap_name(cap))
         raise StartError(f"cannot {step}: {_reason(err)}") from err
 
 
@@ -414,7 +414,7 @@ def _set_user(uid: int, gid: int, groups: list[int]) -> None:
 
 
 def _last_cap() -> int:
-    from hostjob.linux import last_cap
+    from hostjob.linux.syscalls import last_cap
 
     return last_cap()
 
@@ -435,7 +435,7 @@ def _wait_for_start(fifo_fd: int) -> None:
 
 
 def _rlimit_name(number: int) -> str:
-    from hostjob.config import RLIMIT_NAMES
+    from hostjob.specconv.convert import RLIMIT_NAMES
 
     for name in RLIMIT_NAMES:
         if hasattr(resource, name) and launch_plan.rlimit_number(name) == number:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posix
 
-from hostjob import signals
+from hostjob.linux import signals
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -10,15 +10,17 @@ from __future__ import annotations
 import io
 import posix
 
-from hostjob import faults, jsonio, signals
+from hostjob import faults
+from hostjob.boot import jsonio
 from hostjob.errors import HookError
+from hostjob.linux import signals
 from hostjob.runtime.proc import env_dict, exit_code, wait_pidfd
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from hostjob.job import Hook
+    from hostjob.specconv.jobconfig import Hook
 
 
 def run_hooks(point: str, hooks: list[Hook], state: dict[str, Any]) -> None:

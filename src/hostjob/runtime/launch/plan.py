@@ -14,15 +14,15 @@ import grp
 import posix
 import pwd
 
-from hostjob import paths
-from hostjob.env import environ_copy
+from hostjob.boot import paths
+from hostjob.boot.env import environ_copy
 from hostjob.errors import ConfigError, StartError
-from hostjob.linux import cap_mask
+from hostjob.linux.syscalls import cap_mask
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hostjob.job import JobConfig, ProcessConfig
-    from hostjob.seccomp import Filter
+    from hostjob.seccomp.bpf import Filter
+    from hostjob.specconv.jobconfig import JobConfig, ProcessConfig
 
 SANDBOX_VAR = "CONTAINER_SANDBOX_MOUNT_POINT"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -282,9 +282,9 @@ def plan(job: JobConfig, proc: ProcessConfig, compiled: Filter | None = None) ->
         )
     result.oom_score_adj = proc.oom_score_adj
     if job.seccomp is not None:
-        from hostjob import seccomp  # compiled here: its errors are create's (or exec's)
+        from hostjob.seccomp import bpf  # compiled here: its errors are create's (or exec's)
 
-        result.seccomp = compiled or seccomp.build(job.seccomp)
+        result.seccomp = compiled or bpf.build(job.seccomp)
     result.terminal = proc.terminal
     result.console_height = proc.console_height
     result.console_width = proc.console_width

@@ -4,7 +4,7 @@ set-up (``hostjob.runtime.launch.child`` is the other half, run in the child).
 The fork and the join (``hostjob.cgroups.Entry``) avoid the kernel's RCU grace
 period that a write to ``cgroup.procs`` waits for (5-24 ms, most of a ``run``):
 where the job has a cgroup2 cgroup, the child is born in it by
-``clone3(CLONE_INTO_CGROUP)`` (``hostjob.linux.fork_into_cgroup``, which says
+``clone3(CLONE_INTO_CGROUP)`` (``hostjob.linux.syscalls.fork_into_cgroup``, which says
 what its child may do); v1 hierarchies are joined through ``tasks``. clone3 is
 used only by a single-threaded runtime (every CLI command; a library caller
 with threads gets ``posix.fork()``); where it fails (no clone3 or
@@ -22,7 +22,7 @@ from __future__ import annotations
 import errno
 import posix
 
-from hostjob.env import getenv
+from hostjob.boot.env import getenv
 from hostjob.errors import HostjobError, StartError
 from hostjob.runtime.launch.child import ERROR, READY, ChildSetup, child_main
 from hostjob.runtime.proc import exit_code, read_all
@@ -114,7 +114,7 @@ def spawn(
         posix.close(report_r)
         if release_w >= 0:
             posix.close(release_w)
-        from hostjob import signals
+        from hostjob.linux import signals
 
         posix.kill(pid, signals.SIGKILL)
         posix.waitpid(pid, 0)
@@ -149,7 +149,7 @@ def _fork(unified: str | None) -> tuple[int, bool]:
         or not _single_threaded()
     ):
         return posix.fork(), False
-    from hostjob import linux
+    from hostjob.linux import syscalls
 
     try:
         fd = posix.open(
@@ -158,7 +158,7 @@ def _fork(unified: str | None) -> tuple[int, bool]:
     except OSError:
         return posix.fork(), False  # the fallback's write names the problem
     try:
-        return linux.fork_into_cgroup(fd), True
+        return syscalls.fork_into_cgroup(fd), True
     except OSError as err:
         # As crun does: any failure falls back to fork, whose cgroup.procs write then
         # either works (a kernel or seccomp filter without clone3) or names the problem.

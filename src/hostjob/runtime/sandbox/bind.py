@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posix
 
-from hostjob import paths
+from hostjob.boot import paths
 from hostjob.errors import MountError
 from hostjob.runtime.sandbox.steps import (
     canonical,
@@ -26,8 +26,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from hostjob.job import JobConfig
     from hostjob.runtime.sandbox.provider import Recorder
+    from hostjob.specconv.jobconfig import JobConfig
 
 
 def prepare_bind(job: JobConfig, record: Recorder, adopt: Callable[[list[str]], None]) -> None:

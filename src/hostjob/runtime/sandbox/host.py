@@ -23,8 +23,9 @@ import errno
 import posix
 import stat
 
-from hostjob import fsutil, paths
+from hostjob.boot import paths
 from hostjob.errors import MountError
+from hostjob.linux import fsutil
 from hostjob.runtime.sandbox.steps import (
     bind,
     canonical,
@@ -42,8 +43,8 @@ from hostjob.runtime.sandbox.undo import REMOVE, RESTORE_DIR, RESTORE_FILE, UNMO
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hostjob.job import JobConfig, Volume
     from hostjob.runtime.sandbox.provider import Recorder
+    from hostjob.specconv.jobconfig import JobConfig, Volume
 
 
 def prepare_host(job: JobConfig, record: Recorder, plan: HostPlan | None = None) -> None:
@@ -65,15 +66,15 @@ def prepare_host(job: JobConfig, record: Recorder, plan: HostPlan | None = None)
     for step in plan.steps:
         step.make()
     if job.readonly:
-        from hostjob import linux
+        from hostjob.linux import syscalls
 
         if plan.self_bind:
             # Read-only needs a mount; the rootfs itself is the mount point here. It
             # may be a mount already (containerd's and podman's rootfs are): delete
             # takes off what is above that one, never it.
-            linux.mount(job.rootfs, job.rootfs, None, linux.MS_BIND | linux.MS_REC)
+            syscalls.mount(job.rootfs, job.rootfs, None, syscalls.MS_BIND | syscalls.MS_REC)
         point = job.mount_point
-        remount_path(canonical(point, f"mount point {point}"), point, linux.MS_RDONLY)
+        remount_path(canonical(point, f"mount point {point}"), point, syscalls.MS_RDONLY)
 
 
 class HostPlan:
@@ -133,7 +134,7 @@ def _bind_rootfs(job: JobConfig, record: Recorder) -> None:
     the source mount's nosuid and nodev, and a containerd or podman rootfs may rightly
     hold setuid programs.
     """
-    from hostjob import linux
+    from hostjob.linux import syscalls
 
     asked = job.mount_point
     target = canonical(asked, f"mount point {asked}")
@@ -160,7 +161,7 @@ def _bind_rootfs(job: JobConfig, record: Recorder) -> None:
     finally:
         posix.close(parent_fd)
     if job.image is not None:
-        remount_path(target, asked, linux.MS_NOSUID | linux.MS_NODEV)
+        remount_path(target, asked, syscalls.MS_NOSUID | syscalls.MS_NODEV)
 
 
 # _Step.kind
@@ -228,7 +229,7 @@ class _Step:
             self._mount()
 
     def _mount(self) -> None:
-        from hostjob import linux
+        from hostjob.linux import syscalls
 
         volume = self.volume
         fd = open_target(self.mount_at, volume.destination, self.source)
@@ -244,7 +245,7 @@ class _Step:
         # The fd above is what lies under the new mount: reach the mount anew.
         fd = open_target(self.mount_at, volume.destination, self.source)
         try:
-            remount(fd, linux.MS_RDONLY)
+            remount(fd, syscalls.MS_RDONLY)
         except OSError as err:
             raise MountError(f"{self.what}: cannot make it read-only: {err.strerror}") from err
         finally:

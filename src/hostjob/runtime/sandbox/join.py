@@ -7,14 +7,14 @@ from __future__ import annotations
 import errno
 import posix
 
-from hostjob.env import getenv
+from hostjob.boot.env import getenv
 from hostjob.errors import StartError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from hostjob.job import PodNamespace
+    from hostjob.specconv.jobconfig import PodNamespace
 
 
 # Set to False (tests; or HOSTJOB_PIDFD_SETNS=0 in the environment) to join a bind-mode
@@ -43,8 +43,8 @@ def join_namespace(
     what = "mount namespace" if kinds == ("mnt",) else "namespaces"
 
     def join() -> None:
-        from hostjob import linux
-        from hostjob.signals import pidfd_of
+        from hostjob.linux import syscalls
+        from hostjob.linux.signals import pidfd_of
 
         pidfd = pidfd_of(init_pid)
         if pidfd is None:
@@ -57,7 +57,7 @@ def join_namespace(
                 for kind in kinds:
                     flags |= _KINDS[kind][1]
                 try:
-                    linux.setns(pidfd, flags)
+                    syscalls.setns(pidfd, flags)
                     return
                 except OSError as err:
                     if err.errno != errno.EINVAL:  # EINVAL: no pidfd support in setns
@@ -74,7 +74,7 @@ def join_namespace(
 
 
 def _join_by_proc(init_pid: int, start_time: int, kind: str, what: str) -> None:
-    from hostjob import linux
+    from hostjob.linux import syscalls
 
     name, flag = _KINDS[kind]
     path = f"/proc/{init_pid}/ns/{name}"
@@ -87,7 +87,7 @@ def _join_by_proc(init_pid: int, start_time: int, kind: str, what: str) -> None:
         # pid then; if that is still the init, it is the init's.
         _check_init(init_pid, start_time, what)
         try:
-            linux.setns(fd, flag)
+            syscalls.setns(fd, flag)
         except OSError as err:
             raise StartError(f"cannot join the {what} {path}: {err.strerror}") from err
     finally:
@@ -102,7 +102,7 @@ def join_pod(namespaces: list[PodNamespace]) -> Callable[[], None]:
     the kernel refuses a file of another kind."""
 
     def join() -> None:
-        from hostjob import linux
+        from hostjob.linux import syscalls
 
         for ns in namespaces:
             try:
@@ -119,7 +119,7 @@ def join_pod(namespaces: list[PodNamespace]) -> Callable[[], None]:
                         " create found there (its sandbox is gone)"
                     )
                 try:
-                    linux.setns(fd, _KINDS[ns.type][1])
+                    syscalls.setns(fd, _KINDS[ns.type][1])
                 except OSError as err:
                     raise StartError(
                         f"cannot join the pod's {ns.type} namespace {ns.path}: {err.strerror}"

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import posix
 
-from hostjob import fsutil, paths
+from hostjob.boot import paths
 from hostjob.errors import MountError
+from hostjob.linux import fsutil
 from hostjob.runtime.sandbox.steps import (
     canonical,
     kept_flags,
@@ -29,7 +30,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from hostjob.job import JobConfig
+    from hostjob.specconv.jobconfig import JobConfig
 
 
 class _Target:
@@ -52,7 +53,9 @@ class _Target:
         self.target = target  # canonical
         self.source = source
         self.readonly = readonly
-        self.propagation = propagation  # hostjob.job.PRIVATE/SLAVE/SHARED; None: as bound
+        self.propagation = (
+            propagation  # hostjob.specconv.jobconfig.PRIVATE/SLAVE/SHARED; None: as bound
+        )
         self.in_private_dev = False  # made in the job's own /dev, not the host's
         self.tmpfs: list[str] | None = None  # a tmpfs volume's options
 
@@ -76,7 +79,7 @@ def enter_bind_namespace(job: JobConfig) -> Callable[[], None]:
       ``/dev/termination-log``) gets the job a private ``/dev`` (``_private_dev``) in
       which its target is made: nothing is ever written to the host's ``/dev``.
     """
-    from hostjob.job import SHARED
+    from hostjob.specconv.jobconfig import SHARED
 
     targets = [_Target(job.mount_point, "", job.rootfs, job.readonly, None)]
     for v in job.volumes:
@@ -91,7 +94,7 @@ def enter_bind_namespace(job: JobConfig) -> Callable[[], None]:
             t.in_private_dev = private_dev = True
 
     def enter() -> None:
-        from hostjob import linux
+        from hostjob.linux import syscalls
 
         # Clones of the rshared volumes' mounts, before the namespace exists.
         clones: dict[int, int] = {}
@@ -100,14 +103,14 @@ def enter_bind_namespace(job: JobConfig) -> Callable[[], None]:
                 if t.propagation == SHARED:
                     clones[i] = _clone_tree(t.source, f"cannot bind {t.source} at {t.asked}")
             try:
-                linux.unshare(linux.CLONE_NEWNS)
+                syscalls.unshare(syscalls.CLONE_NEWNS)
             except OSError as err:
                 raise MountError(
                     f"cannot make the private mount namespace (unshare CLONE_NEWNS): {err.strerror}"
                 ) from err
             # Host mounts keep arriving; ours never leave (but through rshared volumes).
             try:
-                linux.mount(None, "/", None, linux.MS_REC | linux.MS_SLAVE)
+                syscalls.mount(None, "/", None, syscalls.MS_REC | syscalls.MS_SLAVE)
             except OSError as err:
                 raise MountError(
                     f"cannot make / rslave in the private mount namespace: {err.strerror}"
@@ -125,18 +128,18 @@ def enter_bind_namespace(job: JobConfig) -> Callable[[], None]:
 
 def _clone_tree(path: str, what: str) -> int:
     """A detached recursive copy of the mount at ``path`` (``open_tree``)."""
-    from hostjob import linux
+    from hostjob.linux import syscalls
 
-    flags = linux.OPEN_TREE_CLONE | linux.AT_RECURSIVE | linux.OPEN_TREE_CLOEXEC
+    flags = syscalls.OPEN_TREE_CLONE | syscalls.AT_RECURSIVE | syscalls.OPEN_TREE_CLOEXEC
     try:
-        return linux.open_tree(linux.AT_FDCWD, path, flags)
+        return syscalls.open_tree(syscalls.AT_FDCWD, path, flags)
     except OSError as err:
         raise MountError(f"{what} (open_tree): {err.strerror}") from err
 
 
 def _mount_target(t: _Target, clone: int | None) -> None:
-    from hostjob import linux
-    from hostjob.job import PRIVATE, SLAVE
+    from hostjob.linux import syscalls
+    from hostjob.specconv.jobconfig import PRIVATE, SLAVE
 
     what = f"cannot bind {t.source} at {t.asked}"
     fd = _make_dev_target(t) if t.in_private_dev else open_target(t.target, t.asked, t.source)
@@ -148,15 +151,17 @@ def _mount_target(t: _Target, clone: int | None) -> None:
         return
     try:
         if clone is not None:
-            flags = linux.MOVE_MOUNT_F_EMPTY_PATH | linux.MOVE_MOUNT_T_EMPTY_PATH
-            linux.move_mount(clone, "", fd, "", flags)
+            flags = syscalls.MOVE_MOUNT_F_EMPTY_PATH | syscalls.MOVE_MOUNT_T_EMPTY_PATH
+            syscalls.move_mount(clone, "", fd, "", flags)
         else:
-            linux.mount(t.source, f"/proc/self/fd/{fd}", None, linux.MS_BIND | linux.MS_REC)
+            syscalls.mount(
+                t.source, f"/proc/self/fd/{fd}", None, syscalls.MS_BIND | syscalls.MS_REC
+            )
     except OSError as err:
         raise MountError(f"{what}: {err.strerror}") from err
     finally:
         posix.close(fd)
-    change = {PRIVATE: linux.MS_PRIVATE, SLAVE: linux.MS_SLAVE}.get(t.propagation or "")
+    change = {PRIVATE: syscalls.MS_PRIVATE, SLAVE: syscalls.MS_SLAVE}.get(t.propagation or "")
     if not change and not t.readonly:
         return
     # The fd above is the directory under the new mount: reach the mount anew.
@@ -164,12 +169,12 @@ def _mount_target(t: _Target, clone: int | None) -> None:
     try:
         if change:
             try:
-                linux.mount(None, f"/proc/self/fd/{fd}", None, linux.MS_REC | change)
+                syscalls.mount(None, f"/proc/self/fd/{fd}", None, syscalls.MS_REC | change)
             except OSError as err:
                 raise MountError(f"cannot make {t.asked} {t.propagation}: {err.strerror}") from err
         if t.readonly:
             try:
-                remount(fd, linux.MS_RDONLY)
+                remount(fd, syscalls.MS_RDONLY)
             except OSError as err:
                 raise MountError(f"cannot make {t.asked} read-only: {err.strerror}") from err
     finally:
@@ -191,7 +196,7 @@ def _private_dev() -> None:
     Overlayfs leaves changes to a lower layer made after the mount undefined: a device
     node the host creates later (a disk attached by a CSI plugin) may stay invisible.
     So only a volume that needs it gets one (docs/operators.md: the opt-outs)."""
-    from hostjob import linux, mountinfo
+    from hostjob.linux import mountinfo, syscalls
 
     what = "cannot make the job's private /dev (needed by a volume under /dev that the host lacks)"
     points = sorted({m.point for m in mountinfo.read() if m.point.startswith("/dev/")})
@@ -210,10 +215,12 @@ def _private_dev() -> None:
                 # (Debian 12's 6.1) refuses an upper layer on a mount attached nowhere
                 # (EINVAL). It stays there, covered, and goes with the namespace; / is
                 # rslave by now, so the host never sees it.
-                linux.move_mount(upper, "", linux.AT_FDCWD, "/dev", linux.MOVE_MOUNT_F_EMPTY_PATH)
+                syscalls.move_mount(
+                    upper, "", syscalls.AT_FDCWD, "/dev", syscalls.MOVE_MOUNT_F_EMPTY_PATH
+                )
                 layers = f"lowerdir=/proc/self/fd/{host_dev},upperdir=/proc/self/fd/{upper}/upper"
                 layers += f",workdir=/proc/self/fd/{upper}/work"
-                linux.mount("overlay", "/dev", "overlay", flags, layers)
+                syscalls.mount("overlay", "/dev", "overlay", flags, layers)
             except OSError as err:
                 raise MountError(f"{what} (overlay): {err.strerror}") from err
             finally:
@@ -223,8 +230,8 @@ def _private_dev() -> None:
         for point, clone in clones:
             fd = open_target(point, point, point)
             try:
-                flags = linux.MOVE_MOUNT_F_EMPTY_PATH | linux.MOVE_MOUNT_T_EMPTY_PATH
-                linux.move_mount(clone, "", fd, "", flags)
+                flags = syscalls.MOVE_MOUNT_F_EMPTY_PATH | syscalls.MOVE_MOUNT_T_EMPTY_PATH
+                syscalls.move_mount(clone, "", fd, "", flags)
             except OSError as err:
                 raise MountError(f"{what} (binding {point} again): {err.strerror}") from err
             finally:
@@ -237,17 +244,17 @@ def _private_dev() -> None:
 def _dev_upper(what: str) -> int:
     """A new tmpfs, attached nowhere yet, holding the overlay's ``upper`` and ``work``
     directories; its mount fd."""
-    from hostjob import linux
+    from hostjob.linux import syscalls
 
     try:
-        context = linux.fsopen("tmpfs")
+        context = syscalls.fsopen("tmpfs")
     except OSError as err:
         raise MountError(f"{what} (fsopen tmpfs): {err.strerror}") from err
     try:
         for key, value in _DEV_UPPER_OPTIONS:
-            linux.fsconfig(context, linux.FSCONFIG_SET_STRING, key, value)
-        linux.fsconfig(context, linux.FSCONFIG_CMD_CREATE)
-        upper = linux.fsmount(context)
+            syscalls.fsconfig(context, syscalls.FSCONFIG_SET_STRING, key, value)
+        syscalls.fsconfig(context, syscalls.FSCONFIG_CMD_CREATE)
+        upper = syscalls.fsmount(context)
     except OSError as err:
         raise MountError(f"{what} (tmpfs): {err.strerror}") from err
     finally:

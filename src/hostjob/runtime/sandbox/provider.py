@@ -15,7 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Protocol
 
-    from hostjob.job import JobConfig
+    from hostjob.specconv.jobconfig import JobConfig
 
     class Recorder(Protocol):
         """Persists undo entries (``[kind, path, *extra]``), all in one write, before

@@ -20,15 +20,16 @@ import errno
 import posix
 import stat
 
-from hostjob import fsutil, paths
+from hostjob.boot import paths
 from hostjob.errors import ConfigError, MountError
+from hostjob.linux import fsutil
 from hostjob.runtime.sandbox.undo import REMOVE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from hostjob.job import JobConfig
+    from hostjob.specconv.jobconfig import JobConfig
 
     Recorder = Callable[..., None]
 

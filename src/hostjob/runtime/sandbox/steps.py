@@ -4,7 +4,7 @@ The rootfs, the writable layer and often a mount point's parents are trees that 
 container's processes (any user, racing the runtime) or other local users can
 write. So every path is taken in canonical form (``canonical``), every creation
 walks it from ``/`` one component at a time without following a symlink
-(``make_parent``, ``hostjob.fsutil``), mounts go through the fd of the directory so
+(``make_parent``, ``hostjob.linux.fsutil``), mounts go through the fd of the directory so
 reached (``/proc/self/fd/N``: ``open_target``, ``remount``), and a path whose
 component was swapped for a symlink fails with ``walk_error``'s message, never
 followed.
@@ -16,8 +16,9 @@ import errno
 import posix
 import stat
 
-from hostjob import fsutil, paths
+from hostjob.boot import paths
 from hostjob.errors import MountError
+from hostjob.linux import fsutil
 from hostjob.runtime.sandbox.undo import REMOVE
 
 TYPE_CHECKING = False
@@ -30,13 +31,13 @@ def kept_flags(current: int) -> int:
     ``statvfs`` flags (``current``) show of nosuid, nodev and noexec. A remount with
     MS_BIND replaces all of them: without these, making an image's nosuid,nodev rootfs
     read-only would make its setuid files work again (runc keeps them the same way)."""
-    from hostjob import linux
+    from hostjob.linux import syscalls
 
     flags = 0
     for st_flag, ms_flag in (
-        (posix.ST_NOSUID, linux.MS_NOSUID),
-        (posix.ST_NODEV, linux.MS_NODEV),
-        (posix.ST_NOEXEC, linux.MS_NOEXEC),
+        (posix.ST_NOSUID, syscalls.MS_NOSUID),
+        (posix.ST_NODEV, syscalls.MS_NODEV),
+        (posix.ST_NOEXEC, syscalls.MS_NOEXEC),
     ):
         if current & st_flag:
             flags |= ms_flag
@@ -46,10 +47,12 @@ def kept_flags(current: int) -> int:
 def remount(fd: int, flags: int) -> None:
     """Add per-mount ``flags`` (MS_RDONLY, MS_NOSUID, ...) to the bind mount whose root
     ``fd`` is (reached without symlinks), keeping its nosuid, nodev and noexec."""
-    from hostjob import linux
+    from hostjob.linux import syscalls
 
     flags |= kept_flags(posix.fstatvfs(fd).f_flag)
-    linux.mount(None, f"/proc/self/fd/{fd}", None, linux.MS_BIND | linux.MS_REMOUNT | flags)
+    syscalls.mount(
+        None, f"/proc/self/fd/{fd}", None, syscalls.MS_BIND | syscalls.MS_REMOUNT | flags
+    )
 
 
 def mount_id_at(path: str, what: str) -> int:
@@ -165,10 +168,10 @@ SYSTEM_TREES = ("/dev", "/proc", "/sys")
 def bind(source: str, fd: int, what: str) -> None:
     """A recursive bind of ``source`` on the directory or file ``fd`` (reached without
     symlinks); a failure is ``what``: the kernel's reason."""
-    from hostjob import linux
+    from hostjob.linux import syscalls
 
     try:
-        linux.mount(source, f"/proc/self/fd/{fd}", None, linux.MS_BIND | linux.MS_REC)
+        syscalls.mount(source, f"/proc/self/fd/{fd}", None, syscalls.MS_BIND | syscalls.MS_REC)
     except OSError as err:
         raise MountError(f"{what}: {err.strerror}") from err
 
@@ -177,18 +180,18 @@ def tmpfs_arguments(options: list[str], readonly: bool) -> tuple[int, str]:
     """mount(2)'s flags and data for a tmpfs volume's options (as the conversion checked
     them: flag words, their opposites, tmpfs's own options; ``tmpcopyup`` is the
     caller's)."""
-    from hostjob import linux
+    from hostjob.linux import syscalls
 
     table = {
-        "nosuid": linux.MS_NOSUID,
-        "nodev": linux.MS_NODEV,
-        "noexec": linux.MS_NOEXEC,
-        "sync": linux.MS_SYNCHRONOUS,
-        "dirsync": linux.MS_DIRSYNC,
-        "noatime": linux.MS_NOATIME,
-        "nodiratime": linux.MS_NODIRATIME,
-        "relatime": linux.MS_RELATIME,
-        "strictatime": linux.MS_STRICTATIME,
+        "nosuid": syscalls.MS_NOSUID,
+        "nodev": syscalls.MS_NODEV,
+        "noexec": syscalls.MS_NOEXEC,
+        "sync": syscalls.MS_SYNCHRONOUS,
+        "dirsync": syscalls.MS_DIRSYNC,
+        "noatime": syscalls.MS_NOATIME,
+        "nodiratime": syscalls.MS_NODIRATIME,
+        "relatime": syscalls.MS_RELATIME,
+        "strictatime": syscalls.MS_STRICTATIME,
     }
     opposites = {
         "suid": "nosuid",
@@ -200,7 +203,7 @@ def tmpfs_arguments(options: list[str], readonly: bool) -> tuple[int, str]:
         "norelatime": "relatime",
         "nostrictatime": "strictatime",
     }
-    flags = linux.MS_RDONLY if readonly else 0
+    flags = syscalls.MS_RDONLY if readonly else 0
     data = []
     for word in options:
         if word in table:
@@ -214,11 +217,11 @@ def tmpfs_arguments(options: list[str], readonly: bool) -> tuple[int, str]:
 
 def mount_tmpfs(fd: int, options: list[str], readonly: bool, what: str) -> None:
     """A new tmpfs on the directory ``fd`` (reached without symlinks)."""
-    from hostjob import linux
+    from hostjob.linux import syscalls
 
     flags, data = tmpfs_arguments(options, readonly)
     try:
-        linux.mount("tmpfs", f"/proc/self/fd/{fd}", "tmpfs", flags, data or None)
+        syscalls.mount("tmpfs", f"/proc/self/fd/{fd}", "tmpfs", flags, data or None)
     except OSError as err:
         raise MountError(
             f"{what}: cannot mount a tmpfs ({data or 'no options'}): {err.strerror}"

@@ -17,8 +17,9 @@ import errno
 import posix
 import stat
 
-from hostjob import fsutil, paths
+from hostjob.boot import paths
 from hostjob.errors import MountError
+from hostjob.linux import fsutil
 
 UNMOUNT = "unmount"
 REMOVE = "remove"
@@ -39,7 +40,7 @@ def undo(entries: list[list[str]]) -> None:
         if kind == UNMOUNT:
             _unmount_all(path, int(entry[2]) if len(entry) > 2 and entry[2].isdigit() else -1)
         elif kind == REMOVE_TREE:
-            from hostjob import fsremove
+            from hostjob.linux import fsremove
 
             fsremove.remove_tree(path)
         elif kind == RESTORE_DIR:
@@ -55,11 +56,11 @@ _MAX_STACKED = 16
 
 
 def _unmount_all(target: str, keep: int = -1) -> None:
-    from hostjob import linux
+    from hostjob.linux import syscalls
 
     for _ in range(_MAX_STACKED):
         try:
-            if not fsutil.unmount(target, linux.MNT_DETACH, keep):
+            if not fsutil.unmount(target, syscalls.MNT_DETACH, keep):
                 return
         except OSError as err:
             if err.errno in (errno.ELOOP, errno.ENOTDIR):

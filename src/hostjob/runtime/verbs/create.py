@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import posix
 
-from hostjob import faults, log, paths
-from hostjob.env import getenv
+from hostjob import faults, log
+from hostjob.boot import paths
+from hostjob.boot.env import getenv
 from hostjob.errors import CgroupExists, HostjobError, MountError
 from hostjob.runtime import proc
 from hostjob.runtime.handle import Handle
@@ -35,11 +36,11 @@ if TYPE_CHECKING:
     from typing import Any
 
     from hostjob import cgroups
-    from hostjob.job import DaemonConfig, JobConfig
     from hostjob.runtime.launch.plan import Credentials
     from hostjob.runtime.launch.spawn import Child
     from hostjob.runtime.sandbox.host import HostPlan
     from hostjob.runtime.sandbox.provider import RootfsProvider
+    from hostjob.specconv.jobconfig import DaemonConfig, JobConfig
 
     Placer = Callable[[int], None]
 
@@ -82,7 +83,7 @@ class CreateOptions:
         self.rootfs = rootfs
         self.bundle_config = bundle_config  # written as <state dir>/config.json
         # run -d IMAGE: stdout/stderr become FIFOs its watcher reads into this log
-        # (``hostjob.daemon.watcher``); the record keeps it.
+        # (``hostjob.supervisor.watcher``); the record keeps it.
         self.daemon = daemon
         # --user auto: FIRST-LAST (the global --auto-user-range); None: the
         # environment's default, else the built-in one (``hostjob.runtime.users``).
@@ -179,9 +180,9 @@ def create(
         faults.point("create:after-cgroup")
         compiled = None
         if job.seccomp is not None:
-            from hostjob import seccomp_cache
+            from hostjob.seccomp import cache
 
-            compiled = seccomp_cache.compiled(store.seccomp_cache(), job.seccomp)
+            compiled = cache.compiled(store.seccomp_cache(), job.seccomp)
         plan = launch_plan.plan(job, job.process, compiled.program if compiled else None)
         if plan.user.uid != 0 and not job.auto_user:
             from hostjob.runtime import users
@@ -195,9 +196,9 @@ def create(
             # Only root may write the start byte (the process opens the read end as root).
             posix.mkfifo(fifo, 0o600)
         if plan.seccomp is not None:
-            from hostjob import seccomp
+            from hostjob.seccomp import bpf
 
-            seccomp.save(plan.seccomp, store.path(container_id, SECCOMP_NAME))
+            bpf.save(plan.seccomp, store.path(container_id, SECCOMP_NAME))
         if options.rootfs is not None and plan.user.uid != 0:
             store.open_for_user(container_id)
         setup = ChildSetup(plan, cgroups.Entry([], None) if scope else manager.entry())
@@ -296,7 +297,8 @@ def _prepare_rootfs(
 ) -> None:
     job = container.config
     if options.bundle_config is not None:
-        from hostjob import fsutil, jsonio
+        from hostjob.boot import jsonio
+        from hostjob.linux import fsutil
 
         # 0600: the directory may be opened to the job's user (open_for_user), and
         # the config holds the --env values.
@@ -333,7 +335,7 @@ def _prepare_rootfs(
 def _prepare_output(container: Handle, daemon: DaemonConfig) -> tuple[str, str]:
     """``run -d IMAGE``: the log directory (root's, 0700; removed at delete) and the
     stdout/stderr FIFOs in the state directory; returns the FIFOs' paths."""
-    from hostjob import fsremove, fsutil
+    from hostjob.linux import fsremove, fsutil
     from hostjob.runtime.sandbox.undo import REMOVE_TREE
 
     log_dir = daemon.log_dir
@@ -354,7 +356,7 @@ def _adopt_shared_paths(container: Handle, targets: list[str]) -> None:
     ``targets`` (canonical): whichever of them is deleted last removes it. Entries
     come before this container's own (the undo log runs newest first: children
     before their parents)."""
-    from hostjob import fsutil
+    from hostjob.linux import fsutil
     from hostjob.runtime.sandbox.undo import REMOVE
 
     assert container.record is not None

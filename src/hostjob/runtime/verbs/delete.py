@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import posix
 
-from hostjob import faults, log, signals
+from hostjob import faults, log
 from hostjob.errors import HookError, StateCorrupt
+from hostjob.linux import signals
 from hostjob.runtime import proc, status
 from hostjob.runtime.handle import Handle, stop_grace
 from hostjob.runtime.record import PHASE_CREATED
@@ -106,7 +107,7 @@ def _not_shared(container: Handle, entries: list[list[str]]) -> list[list[str]]:
     another container of this state root will remove, nor one where a mount lies at
     or below it in any mount namespace rooted at the host's ``/`` (a bind-mode job
     of another state root: removing the directory would unmount it there)."""
-    from hostjob import fsutil, mountinfo
+    from hostjob.linux import fsutil, mountinfo
     from hostjob.runtime.sandbox.undo import REMOVE
 
     kept = [e for e in entries if not _used_by_others(container, e[1])]
@@ -120,7 +121,7 @@ def _used_by_others(container: Handle, path: str) -> bool:
     """Whether another bind-mode container will remove ``path`` or something below
     it (it made or adopted them): a mount point or volume target two containers
     share outlives the first. Asked under the state root's lock, as adoption is."""
-    from hostjob import fsutil
+    from hostjob.linux import fsutil
 
     for other in Handle.load_all(root=container.store.root):
         if other.id == container.id or other.record is None:

@@ -24,8 +24,8 @@ from hostjob.runtime.record import SECCOMP_NAME, write_pid_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from hostjob.job import ProcessConfig
     from hostjob.runtime.handle import Handle
+    from hostjob.specconv.jobconfig import ProcessConfig
 
 
 class ExecOptions:
@@ -62,7 +62,7 @@ def process_for_exec(
     for entry in env:
         if "=" not in entry:
             raise ConfigError(f"--env {entry!r} is not KEY=VALUE")
-    from hostjob.job import ProcessConfig
+    from hostjob.specconv.jobconfig import ProcessConfig
 
     process: ProcessConfig = ProcessConfig.decode(base.to_json())
     process.args = list(args)
@@ -87,7 +87,7 @@ def process_for_exec(
     if additional_gids is not None:
         process.additional_gids = list(additional_gids)
     if capabilities and process.capabilities is not None:
-        from hostjob.linux import CAP_NUMBERS
+        from hostjob.linux.syscalls import CAP_NUMBERS
 
         for cap in capabilities:
             if cap not in CAP_NUMBERS:
@@ -113,9 +113,9 @@ def exec_in_job(container: Handle, process: ProcessConfig, options: ExecOptions)
         console = terminal.child_fd
     compiled = None
     if job.seccomp is not None:
-        from hostjob import seccomp
+        from hostjob.seccomp import bpf
 
-        compiled = seccomp.load(container.store.path(container.id, SECCOMP_NAME))
+        compiled = bpf.load(container.store.path(container.id, SECCOMP_NAME))
     setup = ChildSetup(launch_plan.plan(job, process, compiled), entry)
     setup.console = console
     setup.extra_fds = options.preserve_fds

@@ -1,5 +1,5 @@
 """``restart``: a stopped container's process run again, as a restart policy asks (the
-watcher of a ``run -d IMAGE`` container: ``hostjob.daemon.watcher``).
+watcher of a ``run -d IMAGE`` container: ``hostjob.supervisor.watcher``).
 
 A new init from the same config, in the same job cgroup and rootfs, its output into the
 same FIFOs, started at once; the calling process is its parent. Create-time hooks do not
@@ -9,8 +9,8 @@ run again; ``startContainer`` hooks do. Refused once ``stop`` has stopped the co
 
 from __future__ import annotations
 
-from hostjob import signals
 from hostjob.errors import ContainerNotFound
+from hostjob.linux import signals
 from hostjob.runtime import proc, status
 from hostjob.runtime.launch import plan as launch_plan
 from hostjob.runtime.launch.child import ChildSetup

@@ -7,7 +7,7 @@ SIGKILL after the grace period) and deletes the container -- or, with ``keep``,
 records how the program ended (``state``, ``list``). ``detach`` returns once the
 program runs. ``hostjob run IMAGE`` is this run of a container whose rootfs an image
 provides (``hostjob.images.run_image``); its detached form is looked after by a
-watcher instead (``hostjob.daemon``).
+watcher instead (``hostjob.supervisor``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from hostjob.job import JobConfig
+    from hostjob.specconv.jobconfig import JobConfig
 
 
 def run(
@@ -56,10 +56,10 @@ def run(
         terminal = TerminalPair()
         options.console_socket = terminal.child_fd
     if subreaper and not detach:
-        from hostjob import linux
+        from hostjob.linux import syscalls
 
         # Orphans of the job are re-parented to us, so that we reap them at the end.
-        linux.set_child_subreaper()
+        syscalls.set_child_subreaper()
     container = Handle(StateStore(root), container_id, None)
     try:
         child = create(container, job, options=options, release_by_pipe=True)

@@ -1,0 +1,129 @@
+"""systemd: a unit that runs a ``run -d IMAGE`` container at boot, and ``sd_notify``.
+
+``unit_file`` writes what ``hostjob generate systemd NAME`` prints: a ``Type=notify``
+service whose ``ExecStart`` is the same ``hostjob run`` (same image, flags and name)
+in the foreground, with ``--rm``. So systemd is the watcher: the program's output
+goes to the journal, its exit status is the unit's (``hostjob run`` exits with it),
+``Restart=`` carries the restart policy, and ``systemctl stop`` runs ``hostjob stop``
+(the stop signal, then SIGKILL to the job after the timeout). The unit delegates its
+cgroup (``Delegate=yes``): ``hostjob run`` makes the job's cgroup inside it
+(``runtime.verbs.create``), so ``journalctl -u`` shows the job's output and
+``systemctl status`` its processes. ``KillMode=mixed``: systemd signals only ``hostjob
+run``, which passes signals on and ends the job itself (SIGKILL to what is left only at
+the end of the timeout);
+``ExecStopPost`` deletes whatever a killed ``hostjob run`` left. ``ExecStartPre``
+deletes a container of the same name first: the unit replaces the detached one it
+was generated from.
+
+``notify`` sends a datagram to ``$NOTIFY_SOCKET`` (``READY=1`` once the program
+runs) through ``_socket``, the C module under ``socket`` (whose import is ~10x
+dearer).
+"""
+
+from __future__ import annotations
+
+from hostjob.errors import ContainerNotFound, InvalidArgument, InvalidState
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hostjob.runtime.container import Container
+    from hostjob.specconv.jobconfig import DaemonConfig
+
+# The unit's stop timeout beyond ``stop -t``: hostjob run's own end of the job
+# (HOSTJOB_STOP_GRACE, 5 s) and the delete.
+STOP_SLACK = 15
+_SPECIAL = frozenset(" \t\"'\\;")
+
+
+def notify(socket_path: str, message: str) -> None:
+    """``sd_notify``: a datagram to systemd's notification socket (an abstract one
+    when the path starts with ``@``). Errors are ignored, as sd_notify's callers do."""
+    import _socket
+
+    address = "\0" + socket_path[1:] if socket_path.startswith("@") else socket_path
+    try:
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM | _socket.SOCK_CLOEXEC)
+        try:
+            sock.sendto(message.encode(), address)
+        finally:
+            sock.close()
+    except OSError:
+        pass
+
+
+def quote(word: str) -> str:
+    """One word of a unit's command line: ``%`` and ``$`` doubled (specifiers and
+    variables stay literal), quoted when it holds blanks, quotes, backslashes or
+    ``;``. A control character cannot be written: refused."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in word):
+        raise InvalidArgument(f"{word!r} holds a control character: it cannot go in a unit file")
+    word = word.replace("%", "%%").replace("$", "$$")
+    if word and not _SPECIAL.intersection(word):
+        return word
+    return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def command_line(words: list[str]) -> str:
+    return " ".join(quote(w) for w in words)
+
+
+def unit_for(container: Container, hostjob: list[str]) -> str:
+    """``generate systemd``: the unit of a ``run -d IMAGE`` container."""
+    record = container.record
+    if record is None:
+        raise ContainerNotFound(container.id)
+    daemon = record.daemon
+    if daemon is None or not daemon.command:
+        raise InvalidState(
+            f"container {container.id} was not made by `hostjob run -d IMAGE`: no command to run"
+        )
+    image = record.config.image or "an image"
+    return unit_file(container.id, image, daemon, hostjob, container.store.root)
+
+
+def unit_file(name: str, image: str, daemon: DaemonConfig, hostjob: list[str], root: str) -> str:
+    """The service unit for container ``name`` (see the module docstring).
+
+    ``hostjob`` is how to run hostjob (an absolute path); ``root`` the state root."""
+    base = [*hostjob, "--root", root]
+    timeout = daemon.stop_timeout
+    signum = daemon.stop_signal
+    signal = str(signum)
+    restart = daemon.restart or "no"
+    unit = [
+        f"# hostjob generate systemd {name}: the container {name} in the foreground under",
+        "# systemd (its output in the journal, its exit status the unit's).",
+        f"# Install as /etc/systemd/system/hostjob-{name}.service, then",
+        f"# systemctl daemon-reload && systemctl enable --now hostjob-{name}",
+        "[Unit]",
+        f"Description=hostjob container {name} ({image})",
+        "Wants=network-online.target",
+        "After=network-online.target",
+    ]
+    if restart == "on-failure" and daemon.max_retries is not None:
+        # on-failure:N: N restarts, then systemd gives up (N+1 starts, ever).
+        unit += ["StartLimitIntervalSec=infinity", f"StartLimitBurst={daemon.max_retries + 1}"]
+    unit += [
+        "",
+        "[Service]",
+        "Type=notify",
+        "NotifyAccess=main",
+        f"ExecStartPre={command_line([*base, 'delete', '--force', name])}",
+        f"ExecStart={command_line([*base, 'run', '--rm', '--name', name, *daemon.command])}",
+        # The signal given: the unit's container runs in the foreground, whose record
+        # keeps no stop signal of its own (the image's, or run -d's --stop-signal).
+        f"ExecStop={command_line([*base, 'stop', '-t', str(timeout), '-s', signal, name])}",
+        f"ExecStopPost={command_line([*base, 'delete', '--force', name])}",
+        "Delegate=yes",
+        "KillMode=mixed",
+        f"TimeoutStopSec={timeout + STOP_SLACK}",
+        # hostjob run exits with 128+N when its program dies of signal N: the stop
+        # signal's, and SIGTERM's, which systemd counts as clean for any service.
+        f"SuccessExitStatus={' '.join(sorted({str(128 + signum), '143'}))}",
+        f"Restart={restart}",
+        "RestartSec=100ms",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+    ]
+    return "\n".join(unit) + "\n"
