@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from hostjob.cli.args import Command
-from hostjob.cli.render import STORE_OPTION, details_json, open_store, to_json
+from hostjob.cli.image_flags import STORE, open_store
+from hostjob.cli.render import details_json, to_json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
 COMMAND = Command(
     "inspect",
     "Print an image's names, ID, digests, platform, manifest, config and layers (JSON).",
-    options=(STORE_OPTION,),
+    options=(STORE,),
     positionals=("image",),
 )
 

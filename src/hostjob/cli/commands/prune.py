@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from hostjob.cli.args import Command
-from hostjob.cli.render import STORE_OPTION, freed, open_store
+from hostjob.cli.image_flags import STORE, open_store
+from hostjob.cli.render import freed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -14,7 +15,7 @@ COMMAND = Command(
     "prune",
     "Remove every blob and unpacked layer that no image name or container uses; print what"
     " was freed.",
-    options=(STORE_OPTION,),
+    options=(STORE,),
 )
 
 

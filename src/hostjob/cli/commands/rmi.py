@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from hostjob.cli.args import FLAG, Command, Option
-from hostjob.cli.render import STORE_OPTION, freed, open_store
+from hostjob.cli.image_flags import STORE, open_store
+from hostjob.cli.render import freed
 from hostjob.errors import InvalidArgument, one_line
 from hostjob.images.errors import ImageNotFound
 
@@ -17,7 +18,7 @@ COMMAND = Command(
     "Remove images (names, digests or ID prefixes; an ID removes every name it has) and free"
     " the blobs and layers nothing else uses. Every image is looked up before any is removed.",
     options=(
-        STORE_OPTION,
+        STORE,
         Option("force,f", FLAG, "remove even images that containers use"),
     ),
     rest="images",
