@@ -7,15 +7,14 @@ Imported by the commands that read the store (``images``, ``inspect``, ``rmi``,
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
 from hostjob.boot import jsonio
 from hostjob.errors import one_line
 from hostjob.units import human_size, parse_rfc3339
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any
 
     from hostjob.images.gc import Freed
     from hostjob.images.resolve import ImageDetails, ImageSummary

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import _thread
 import os
+from typing import TYPE_CHECKING
 
 from hostjob.images.errors import UnpackLimit
 from hostjob.units import human_size
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.images.options import UnpackLimits
 

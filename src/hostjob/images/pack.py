@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import TYPE_CHECKING, Any
 
 from hostjob.errors import InvalidArgument
 from hostjob.images import imagespec
@@ -30,10 +31,7 @@ from hostjob.images.layout import Layout, write_archive
 from hostjob.linux import fsremove
 from hostjob.units import rfc3339
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from hostjob.images.content import Writer
     from hostjob.images.options import RegistryOptions
     from hostjob.images.progress import Progress

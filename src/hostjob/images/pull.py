@@ -15,6 +15,7 @@ half-written. A pull that fails takes back the blobs and layers it added
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from hostjob.images import imagespec
 from hostjob.images import progress as events
@@ -24,7 +25,6 @@ from hostjob.images.names import NameRecord
 from hostjob.images.resolve import diff_ids, platform_of
 from hostjob.units import rfc3339
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.images.content import ContentStore
     from hostjob.images.gc import Collector

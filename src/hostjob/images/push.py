@@ -15,12 +15,13 @@ registry's own origin and to a token realm it names over HTTPS, never elsewhere.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hostjob.images import imagespec
 from hostjob.images import progress as events
 from hostjob.images import reference as refs
 from hostjob.images.errors import InvalidReference, RegistryError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 

@@ -12,12 +12,13 @@ registry's own origin and to a token realm over HTTPS only (``remotes.auth``,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hostjob.images.remotes.fetcher import BlobFetcher
 from hostjob.images.remotes.pusher import Pusher
 from hostjob.images.remotes.resolver import ManifestResolver
 from hostjob.images.remotes.session import Session
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.images import imagespec
     from hostjob.images.content import Writer

@@ -13,16 +13,14 @@ import hashlib
 import os
 import posixpath
 import tarfile
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from hostjob.images import imagespec
 from hostjob.images import reference as refs
 from hostjob.images.content import Digester
 from hostjob.images.errors import ImageError, ImageNotFound, InvalidReference
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import BinaryIO, Protocol
-
     from hostjob.images.content import Readable, Writer
     from hostjob.images.options import RegistryOptions
     from hostjob.images.reference import Reference

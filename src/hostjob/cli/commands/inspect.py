@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hostjob.cli.args import Command
 from hostjob.cli.image_flags import STORE, open_store
 from hostjob.cli.render import details_json, to_json
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context

@@ -7,11 +7,12 @@ store is root's).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hostjob.cli.args import FLAG, LIST, VALUE, Command, Option
 from hostjob.cli.image_flags import QUIET, REGISTRY, STORE, registry_options
 from hostjob.errors import InvalidArgument
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hostjob.cli.args import Command
 from hostjob.cli.image_flags import (
     PLATFORM,
@@ -14,7 +16,6 @@ from hostjob.cli.image_flags import (
     unpack_limits,
 )
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hostjob.cli.args import Command
 from hostjob.cli.image_flags import QUIET, REGISTRY, STORE, registry_options
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hostjob.cli.args import FLAG, Command, Option
 from hostjob.cli.image_flags import STORE, open_store
 from hostjob.cli.render import freed
 from hostjob.errors import InvalidArgument, one_line
 from hostjob.images.errors import ImageNotFound
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context

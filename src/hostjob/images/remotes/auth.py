@@ -19,11 +19,11 @@ from __future__ import annotations
 import base64
 import json
 import time
+from typing import TYPE_CHECKING
 
 from hostjob.images.errors import RegistryError
 from hostjob.images.remotes import transport
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     import httpx
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 import base64
 import json
 import os
+from typing import TYPE_CHECKING
 
 from hostjob import log
 from hostjob.images.errors import RegistryError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 

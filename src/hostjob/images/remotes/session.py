@@ -9,15 +9,14 @@ answer.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from hostjob.images.errors import RegistryError
 from hostjob.images.remotes import transport
 from hostjob.images.remotes.auth import Authorizer
 from hostjob.images.remotes.credentials import find_credentials
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     import httpx
 
     from hostjob.images.options import RegistryOptions

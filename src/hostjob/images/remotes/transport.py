@@ -17,10 +17,10 @@ small answer into a huge one. Every connection keeps the stall deadline
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from hostjob.images.errors import ImageError, ImageNotFound, RegistryError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     import httpx
 
