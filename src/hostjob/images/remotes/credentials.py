@@ -123,7 +123,7 @@ def take_creds(value: str | None) -> tuple[str, str] | None:
         return None
     if value == "-":
         return parse_creds(read_creds())
-    if not hide_from_cmdline(value):
+    if value and not hide_from_cmdline(value):
         log.warning(
             "--creds could not be hidden from /proc/PID/cmdline, where every local user"
             " reads it: use --creds - (stdin) or --authfile"
