@@ -22,6 +22,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from _common import (
     Result,
@@ -43,7 +44,6 @@ from _common import (
 )
 from tests.helpers import KEPT_IN_ROOT
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     import os
 

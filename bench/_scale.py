@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from _common import (
     become_subreaper,
@@ -38,7 +39,6 @@ from _common import (
 )
 from tests.helpers import KEPT_IN_ROOT
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     import os
 

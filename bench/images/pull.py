@@ -116,6 +116,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--dir", default="/var/tmp")
     args = parser.parse_args()
+    from hostjob.images.options import RegistryOptions
     from hostjob.images.store import Store
 
     work = tempfile.mkdtemp(prefix="hostjob-pull-bench-", dir=args.dir)
@@ -126,7 +127,9 @@ def main() -> None:
             skopeo_copy(f"oci:{layout}:bench", f"docker://{ref}", "--dest-tls-verify=false")
             results: dict[str, float] = {}
             clients: dict[str, object] = {
-                "hostjob pull": lambda out: Store(out).pull(ref, plain_http=True)
+                "hostjob pull": lambda out: Store(out).pull(
+                    ref, registry=RegistryOptions(plain_http=True)
+                )
             }
 
             def timed(name: str, i: int) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -37,7 +38,6 @@ from . import docker as docker_client
 from . import harness
 from .image import OCIImage, build_oci_image, build_rootfs
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
 

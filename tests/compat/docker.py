@@ -28,13 +28,13 @@ import os
 import subprocess
 import tarfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tests.helpers import KEPT_IN_ROOT, wait_for
 
 from . import harness
 from .image import IMAGE_REF, build_rootfs
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 

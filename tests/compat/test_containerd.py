@@ -8,11 +8,11 @@ socket, and shim processes.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from . import harness
 from .image import OCIImage
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 

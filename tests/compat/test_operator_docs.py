@@ -7,6 +7,7 @@ import re
 import shlex
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -16,7 +17,6 @@ from . import docker as harness_docker
 from . import harness, image
 from .image import OCIImage
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     Podman = harness.Podman
 

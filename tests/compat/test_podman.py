@@ -7,10 +7,11 @@ dir ``<default root>/<id>`` (podman as root passes no ``--root``), and conmon pr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import harness
 from .image import OCIImage
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -50,7 +51,6 @@ from tests.helpers import (
 
 from . import critest, kubelet
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
 

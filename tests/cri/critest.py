@@ -24,15 +24,12 @@ import json
 import shutil
 import uuid
 from pathlib import Path
+from typing import Any
 
 import grpc
 from cri_api.v1 import api_pb2 as cri
 
 from .kubelet import CALL_TIMEOUT, LOG_LINE, TOOLS_IMAGE, Node, make_cgroup, remove_cgroup, wait
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 HANDLERS = ("runc", "hostjob")
 HOST_POD = cri.NamespaceOption(network=cri.NODE, pid=cri.NODE, ipc=cri.NODE)

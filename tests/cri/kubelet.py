@@ -51,6 +51,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 from cri_api.v1 import api_pb2 as cri
@@ -58,7 +59,6 @@ from cri_api.v1 import api_pb2_grpc as cri_grpc
 
 from tests.compat import harness
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 

@@ -22,15 +22,14 @@ from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING, Any, Self
 
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 from websockets.typing import Subprotocol
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any, Self
 
 STDIN, STDOUT, STDERR, ERROR, RESIZE = range(5)
 STREAM_CLOSE = 255

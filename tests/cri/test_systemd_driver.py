@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from cri_api.v1 import api_pb2 as cri
@@ -30,7 +31,6 @@ from .conftest import CriImages, containerd_session, node_session
 from .kubelet import CALL_TIMEOUT, Node, Pod, Resources, systemctl, unit_properties, wait
 from .test_pods import container_pid, sandbox_pid
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from hostjob.images.options import RegistryOptions
 from hostjob.images.progress import KINDS
 from hostjob.images.push import push
 from hostjob.images.store import Store
@@ -389,7 +390,9 @@ def test_pull_from_a_registry(tree: Path, tmp_path: Path, store: str) -> None:
     ok("pack", str(tree), "--to", f"oci:{tmp_path / 'layout'}:v1", "--cmd", "sh")
     with DockerRegistry(str(tmp_path / "reg")) as reg:
         ref = f"{reg.host}/tools/tool:v1"
-        digest = push(f"oci:{tmp_path / 'layout'}:v1", ref, plain_http=True).digest
+        digest = push(
+            f"oci:{tmp_path / 'layout'}:v1", ref, registry=RegistryOptions(plain_http=True)
+        ).digest
         done = ok("pull", "--store", store, "--plain-http", ref)
         name, image_id = done.stdout.splitlines()
         assert name == ref and image_id.startswith("sha256:")
@@ -427,7 +430,11 @@ def test_pull_with_basic_auth(tree: Path, tmp_path: Path, store: str) -> None:
     env = {"DOCKER_CONFIG": str(tmp_path / "nodocker"), "REGISTRY_AUTH_FILE": ""}
     with DockerRegistry(str(tmp_path / "reg"), htpasswd=USERS) as reg:
         ref = f"{reg.host}/private/tool:v1"
-        push(f"oci:{tmp_path / 'layout'}:v1", ref, plain_http=True, creds="alice:s3cret")
+        push(
+            f"oci:{tmp_path / 'layout'}:v1",
+            ref,
+            registry=RegistryOptions(plain_http=True, credentials=("alice", "s3cret")),
+        )
         fails(
             "pull", "--store", store, "--plain-http", ref, match="authentication required", env=env
         )

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from hostjob.images.errors import RegistryError
+from hostjob.images.options import RegistryOptions
 from hostjob.images.push import push
 from hostjob.images.store import Store
 from tests.fixtures.images import write_layout
@@ -100,21 +101,27 @@ def bearer(realm: str) -> str:
     return f'Bearer realm="{realm}",service="stub",scope="repository:test/img:pull"'
 
 
-def pull_fails(store: Path, ref: str, **options: object) -> str:
+def with_creds(plain_http: bool = False, tls_verify: bool = True) -> RegistryOptions:
+    return RegistryOptions(
+        credentials=(USER, PASSWORD), plain_http=plain_http, tls_verify=tls_verify
+    )
+
+
+def pull_fails(store: Path, ref: str, **options: bool) -> str:
     with pytest.raises(RegistryError) as info:
-        Store(str(store)).pull(ref, creds=CREDS, **options)  # type: ignore[arg-type]
+        Store(str(store)).pull(ref, registry=with_creds(**options))
     message = str(info.value)
     assert "\n" not in message
     return message
 
 
-def push_fails(tmp_path: Path, ref: str, **options: object) -> str:
+def push_fails(tmp_path: Path, ref: str, **options: bool) -> str:
     """A push of a small layout to ``ref`` fails with one line (and its blobs never go)."""
     layout = tmp_path / "layout"
     if not layout.exists():
         write_layout(str(layout), [make_tar([entry("f", data=b"secret data")])], tag="v1")
     with pytest.raises(RegistryError) as info:
-        push(f"oci:{layout}:v1", ref, creds=CREDS, **options)  # type: ignore[arg-type]
+        push(f"oci:{layout}:v1", ref, registry=with_creds(**options))
     message = str(info.value)
     assert "\n" not in message
     return message

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.cli import render
+from hostjob.cli import image_flags, render
 from hostjob.cli.args import parse
 from hostjob.cli.commands import pack as pack_cmd
 from hostjob.cli.main import COMMANDS
 from hostjob.errors import InvalidArgument
+from hostjob.images.errors import RegistryError
 from hostjob.images.gc import Freed
 from tests.helpers import REPO
 
@@ -134,6 +135,95 @@ def test_pull_flags() -> None:
     args = parse(pull.COMMAND, ["--tls-verify=false", "--plain-http", "-q", "x/y"])
     assert args.tls_verify is False and args.plain_http and args.quiet and args.image == "x/y"
     assert parse(pull.COMMAND, ["x/y"]).tls_verify is True
+
+
+SHARED = {
+    "store": (image_flags.STORE,),
+    "platform": (image_flags.PLATFORM,),
+    "quiet": (image_flags.QUIET,),
+    "registry": image_flags.REGISTRY,
+    "unpack": image_flags.UNPACK,
+}
+# Which of the shared flags each command takes.
+TAKES = {
+    "run": ("store", "platform", "quiet", "registry", "unpack"),
+    "pull": ("store", "platform", "quiet", "registry", "unpack"),
+    "push": ("store", "quiet", "registry"),
+    "import_": ("store", "quiet", "unpack"),
+    "pack": ("store", "quiet", "registry"),
+    "images": ("store",),
+    "inspect": ("store",),
+    "rmi": ("store",),
+    "prune": ("store",),
+}
+
+
+@pytest.mark.parametrize("module_name", sorted(TAKES))
+def test_each_shared_flag_is_declared_once(module_name: str) -> None:
+    """The commands take the very ``Option`` objects of ``cli/image_flags.py`` (one
+    declaration, one help text), never a declaration of their own. (``images -q`` is
+    another flag: it prints IDs, as docker's does.)"""
+    command = importlib.import_module(f"hostjob.cli.commands.{module_name}").COMMAND
+    taken = {o.names[0]: o for group in TAKES[module_name] for o in SHARED[group]}
+    names = {o.names[0] for o in command.options}
+    assert set(taken) <= names, f"{module_name} lacks {sorted(set(taken) - names)}"
+    for option in command.options:
+        if option.names[0] in taken:
+            assert option is taken[option.names[0]], f"{module_name} redeclares {option.names}"
+
+
+def test_the_registry_flags_give_the_librarys_defaults() -> None:
+    from hostjob.cli.commands import pull
+    from hostjob.images.options import STALL_TIMEOUT, RegistryOptions
+
+    given = image_flags.registry_options(parse(pull.COMMAND, ["x/y"]))
+    default = RegistryOptions()
+    assert [getattr(given, k) for k in RegistryOptions.__slots__] == [
+        getattr(default, k) for k in RegistryOptions.__slots__
+    ]
+    stall = next(o for o in image_flags.REGISTRY if o.dest == "stall_timeout")
+    assert f"(default {STALL_TIMEOUT:g}s)" in stall.help
+
+
+def test_the_registry_flags_as_a_value() -> None:
+    from hostjob.cli.commands import push
+
+    argv = ["--creds", "alice:pa:ss", "--authfile", "/a.json", "--tls-verify=false",
+            "--plain-http", "--stall-timeout", "1m30s", "img", "h/n:t"]  # fmt: skip
+    options = image_flags.registry_options(parse(push.COMMAND, argv))
+    assert options.credentials == ("alice", "pa:ss") and options.authfile == "/a.json"
+    assert options.tls_verify is False and options.plain_http is True
+    assert options.stall_timeout == 90.0
+
+
+@pytest.mark.parametrize(
+    ("argv", "error", "message"),
+    [
+        (["--creds", "nopassword"], RegistryError, "USER:PASSWORD"),
+        (["--creds", ""], RegistryError, "USER:PASSWORD"),
+        (["--stall-timeout", "0s"], InvalidArgument, "--stall-timeout 0: must be more than"),
+        (["--stall-timeout", "soon"], InvalidArgument, "invalid duration 'soon'"),
+    ],
+)
+def test_bad_registry_flags_fail_in_one_line(
+    argv: list[str], error: type[Exception], message: str
+) -> None:
+    from hostjob.cli.commands import pull
+
+    with pytest.raises(error, match=message):
+        image_flags.registry_options(parse(pull.COMMAND, [*argv, "x/y"]))
+
+
+def test_the_unpack_flags_as_a_value() -> None:
+    from hostjob.cli.commands import import_
+
+    limits = image_flags.unpack_limits(parse(import_.COMMAND, ["oci:x"]))
+    assert (limits.max_bytes, limits.max_inodes) == (None, None)
+    argv = ["--max-image-size", "32m", "--max-image-inodes", "1000", "oci:x"]
+    limits = image_flags.unpack_limits(parse(import_.COMMAND, argv))
+    assert (limits.max_bytes, limits.max_inodes) == (32 << 20, 1000)
+    with pytest.raises(InvalidArgument, match="--max-image-inodes -1"):
+        image_flags.unpack_limits(parse(import_.COMMAND, ["--max-image-inodes", "-1", "oci:x"]))
 
 
 @pytest.mark.parametrize(

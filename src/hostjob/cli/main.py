@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 
     from hostjob.cli.args import Args
 
-SPEC_VERSION = "1.2.0"
-
 # name -> (module under hostjob.cli.commands, one-line help, needs root)
 COMMANDS: dict[str, tuple[str, str, bool]] = {
     "create": ("create", "create a container", True),
@@ -193,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     except HostjobError as err:
         return _fail(err)
     if glob.version:
-        print(f"hostjob version {__version__}\nspec: {SPEC_VERSION}")
+        from hostjob.spec import OCI_VERSION
+
+        print(f"hostjob version {__version__}\nspec: {OCI_VERSION}")
         return 0
     if glob.log_format not in ("text", "json"):
         return _fail(HostjobError(f"invalid log-format: {glob.log_format}"), glob.debug)

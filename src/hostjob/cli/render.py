@@ -1,125 +1,23 @@
-"""What the image commands share: the ``--store`` option, sizes, ages, tables, JSON.
+"""What the image commands print: sizes, ages, tables, JSON.
 
-Imported by the image commands only (``pull``, ``push``, ``images``, ``rmi``,
-``prune``, ``import``, ``inspect``, ``pack``), never by a runtime command:
-``tests/unit/test_imports.py`` pins that.
+Imported by the commands that read the store (``images``, ``inspect``, ``rmi``,
+``prune``), never by a runtime command: ``tests/unit/test_imports.py`` pins that.
 """
 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
 from hostjob.boot import jsonio
-from hostjob.cli.args import FLAG, INT, VALUE, Option
 from hostjob.errors import one_line
-from hostjob.units import human_size, parse_duration, parse_rfc3339, parse_size
+from hostjob.units import human_size, parse_rfc3339
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any
 
-    from hostjob.cli.args import Args
     from hostjob.images.gc import Freed
     from hostjob.images.resolve import ImageDetails, ImageSummary
-    from hostjob.images.store import Store
-
-STORE_OPTION = Option(
-    "store",
-    VALUE,
-    "image store directory (default $HOSTJOB_STORE, else /var/lib/hostjob)",
-    metavar="dir",
-)
-
-
-STALL_OPTION = Option(
-    "stall-timeout",
-    VALUE,
-    "fail when a registry connection moves less than 64 KiB in this long (default 60s)",
-    metavar="duration",
-)
-
-
-UNPACK_OPTIONS = (
-    Option(
-        "max-image-size",
-        VALUE,
-        "fail when the image's layers unpack to more (default: the store's free space less"
-        " a reserve)",
-        metavar="size",
-    ),
-    Option(
-        "max-image-inodes",
-        INT,
-        "fail when the image's layers unpack to more files, directories and links"
-        " (default: the store's free inodes less a reserve)",
-        metavar="n",
-    ),
-)
-
-
-def unpack_flags(args: Args) -> dict[str, Any]:
-    """``--max-image-size`` and ``--max-image-inodes`` as the library's keywords."""
-    size = args.max_image_size
-    return {
-        "max_image_size": None if size is None else parse_size(size, "--max-image-size"),
-        "max_image_inodes": args.max_image_inodes,
-    }
-
-
-def registry_options(verb: str) -> tuple[Option, ...]:
-    """The registry flags of ``pull``, ``push`` and ``pack --to docker://``."""
-    return (
-        Option(
-            "creds",
-            VALUE,
-            "registry credentials; - reads the line from stdin (argv is readable by all)",
-            metavar="user:pass|-",
-        ),
-        Option(
-            "authfile",
-            VALUE,
-            "a docker config.json with auths (default ~/.docker/config.json)",
-            metavar="file",
-        ),
-        Option(
-            "tls-verify",
-            FLAG,
-            "verify the registry's certificate (default; =false to skip)",
-            default=True,
-        ),
-        Option("plain-http", FLAG, "talk to the registry over http://"),
-        STALL_OPTION,
-        Option("quiet,q", FLAG, f"no progress; print only the {verb}"),
-    )
-
-
-def registry_flags(args: Args) -> dict[str, Any]:
-    """The registry flags as the library's keyword arguments (``--creds -`` read from
-    stdin, and given ones hidden from this process's command line)."""
-    from hostjob.images.remotes.credentials import take_creds
-
-    return {
-        "creds": take_creds(args.creds),
-        "tls_verify": args.tls_verify,
-        "plain_http": args.plain_http,
-        "docker_config": args.authfile,
-        "stall_timeout": stall_timeout(args),
-    }
-
-
-def stall_timeout(args: Args) -> float | None:
-    """``--stall-timeout`` in seconds (None: the library's default)."""
-    if args.stall_timeout is None:
-        return None
-    return parse_duration(args.stall_timeout)
-
-
-def open_store(args: Args) -> Store:
-    """The store ``--store`` names (else ``$HOSTJOB_STORE``, else ``/var/lib/hostjob``)."""
-    from hostjob.images.store import Store
-
-    return Store(args.store or None)
 
 
 def short_id(digest: str | None) -> str:

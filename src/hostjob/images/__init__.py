@@ -1,13 +1,15 @@
 """Images: a client of the runtime, cut the way containerd cuts its image side.
 
-Nothing here is imported by the runtime (``hostjob.runtime`` never imports this
-package; ``tests/unit/images/test_layering.py`` pins it), nor by a bundle's runtime
-commands; ``hostjob run IMAGE`` and the image commands import what they use. Heavy
-libraries (httpx, rich, isal, zstandard) are imported inside the functions that
-need them. Modules, one concern each, lowest first::
+Nothing outside it but the CLI and the public API imports this package, not even
+the runtime (``tests/unit/test_architecture.py`` pins it), and a bundle's runtime
+command never loads it (``tests/unit/test_imports.py``); ``hostjob run IMAGE`` and
+the image commands import what they use. Heavy libraries (httpx, rich, isal,
+zstandard) are imported inside the functions that need them. Modules, one concern
+each, lowest first::
 
     reference   parse ``oci:``/``oci-archive:``/``docker-archive:``/registry references
     platforms   the host's platform, ``os/arch[/variant]``, choosing from an index
+    options     what a pull or push is told: ``RegistryOptions``, ``UnpackLimits``
     progress    typed progress events, and their renderers (rich on a tty)
     root        the store's directory: its 0700 check, its layout, locks, JSON files
     content     blobs by digest: verified ingest, read; ``Digester`` (hash and count)
@@ -41,19 +43,22 @@ Library verbs (each returns a typed record; the CLI renders it)::
 
     from hostjob.images.store import Store
     store = Store(root=None)                  # default $HOSTJOB_STORE, else /var/lib/hostjob
-    store.pull(ref, *, name=None, platform=None, creds=None, tls_verify=True,
-               plain_http=False, docker_config=None, stall_timeout=None,
-               max_image_size=None, max_image_inodes=None, progress=None) -> PullResult
-    store.import_archive(ref, **same) -> PullResult   # oci:, oci-archive:, docker-archive:
-    store.get(ref, pull="missing", progress=None, **same) -> ResolvedImage
-    store.resolve(name) -> ResolvedImage      # .config (spec.image.ImageConfig),
+    store.pull(ref, *, name=None, platform=None, registry=None, limits=None,
+               progress=None) -> PullResult
+    # registry: options.RegistryOptions(credentials=None, authfile=None,
+    #           tls_verify=True, plain_http=False, stall_timeout=60.0)
+    # limits:   options.UnpackLimits(max_bytes=None, max_inodes=None)
+    store.import_archive(ref, *, name=None, limits=None, progress=None) -> PullResult
+                                              # oci:, oci-archive:, docker-archive:
+    store.get(ref, *, pull="missing", platform=None, registry=None, limits=None,
+              progress=None) -> ResolvedImage
+    store.resolve(name) -> ResolvedImage      # .config (imagespec.ImageConfig),
                                               # .layer_dirs (bottom first), .id, ...
     store.images() -> list[ImageSummary]
     store.inspect(name) -> ImageDetails
     store.remove(name, force=False) -> Removed  # rmi: .untagged, .deleted, .freed
     store.prune() -> Freed                      # .bytes, .blobs, .layers
-    hostjob.images.push.push(src, dest, *, store_root=None, creds=None, tls_verify=True,
-               plain_http=False, docker_config=None, stall_timeout=None,
+    hostjob.images.push.push(src, dest, *, store_root=None, registry=None,
                progress=None) -> PushResult
     hostjob.images.pack.pack(src_dir, to, *, entrypoint=None, ...) -> PackResult
     hostjob.images.run_image.run_image(store, image, flags, *, root, name=None, ...)

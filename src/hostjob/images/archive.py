@@ -16,15 +16,14 @@ import errno
 import os
 import stat
 import tarfile
+from typing import TYPE_CHECKING, BinaryIO
 
 from hostjob.errors import InvalidArgument
 from hostjob.images.content import Digester
 from hostjob.images.errors import ImageError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from typing import BinaryIO
 
 # xattrs worth shipping with host tools (file capabilities) and user metadata.
 _KEPT_XATTR_PREFIXES = ("security.capability", "user.")

@@ -9,12 +9,11 @@ layers are refused.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from hostjob.images.errors import UnpackError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from hostjob.images.content import Readable
 
 CHUNK = 1 << 20

@@ -14,13 +14,11 @@ import errno
 import os
 import stat
 import tarfile
+from typing import TYPE_CHECKING, Any, Self
 
 from hostjob.images.errors import UnpackError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Self
-
     from hostjob.images.limits import Budget
 
 

@@ -9,14 +9,11 @@ import os
 import stat
 import tarfile
 import tempfile
+from typing import Any
 
 from hostjob.images import imagespec
 from hostjob.images.archive import FileReader, open_checked, walk
 from hostjob.linux import fsutil
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 
 class Layout:

@@ -6,20 +6,24 @@ or to millions of empty files, and fill the store's filesystem. A pull (an impor
 ``Budget``, shared by the layers it unpacks at once; past either limit the unpack
 fails with ``UnpackLimit`` and the pull takes back what it had added.
 
-The limits are the operator's (``--max-image-size``, ``--max-image-inodes``), else
-the store's defaults: the filesystem's free space and free inodes (``statvfs``, what
-an unprivileged user may use) less a reserve, 5% of the filesystem and at most
-1 GiB and 100,000 inodes, so that a pull never takes the last of either.
+The limits are the operator's (``hostjob.images.options.UnpackLimits``, from
+``--max-image-size`` and ``--max-image-inodes``), else the store's defaults: the
+filesystem's free space and free inodes (``statvfs``, what an unprivileged user may
+use) less a reserve, 5% of the filesystem and at most 1 GiB and 100,000 inodes, so
+that a pull never takes the last of either.
 """
 
 from __future__ import annotations
 
 import _thread
 import os
+from typing import TYPE_CHECKING
 
-from hostjob.errors import InvalidArgument
 from hostjob.images.errors import UnpackLimit
 from hostjob.units import human_size
+
+if TYPE_CHECKING:
+    from hostjob.images.options import UnpackLimits
 
 RESERVE_FRACTION = 20  # 1/20: 5% of the filesystem
 RESERVE_BYTES = 1 << 30
@@ -71,18 +75,11 @@ class Budget:
             )
 
 
-def check(max_bytes: int | None, max_inodes: int | None) -> None:
-    """An ``InvalidArgument`` for a limit that cannot be one."""
-    if max_bytes is not None and max_bytes < 0:
-        raise InvalidArgument(f"--max-image-size {max_bytes}: not negative")
-    if max_inodes is not None and max_inodes < 0:
-        raise InvalidArgument(f"--max-image-inodes {max_inodes}: not negative")
-
-
-def budget(store_path: str, max_bytes: int | None = None, max_inodes: int | None = None) -> Budget:
+def budget(store_path: str, given: UnpackLimits | None = None) -> Budget:
     """The budget of one image pulled into the store at ``store_path``: the limits
     given, else the store filesystem's free space and inodes less the reserve."""
-    check(max_bytes, max_inodes)
+    max_bytes = None if given is None else given.max_bytes
+    max_inodes = None if given is None else given.max_inodes
     bytes_why = f"--max-image-size {human_size(max_bytes, binary=True)}"
     inodes_why = f"--max-image-inodes {max_inodes}"
     if max_bytes is None or max_inodes is None:

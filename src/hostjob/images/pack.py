@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import TYPE_CHECKING, Any
 
 from hostjob.errors import InvalidArgument
 from hostjob.images import imagespec
@@ -30,11 +31,10 @@ from hostjob.images.layout import Layout, write_archive
 from hostjob.linux import fsremove
 from hostjob.units import rfc3339
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from hostjob.images.content import Writer
+    from hostjob.images.options import RegistryOptions
+    from hostjob.images.progress import Progress
     from hostjob.images.sources import Source
 
 
@@ -156,6 +156,35 @@ class PackResult:
         return f"PackResult({self.reference!r}, {self.digest!r})"
 
 
+class _ConfigEdits:
+    """What ``pack`` sets in the image's config, on top of the base's (None: the
+    base's, or nothing)."""
+
+    __slots__ = ("cmd", "entrypoint", "env", "labels", "stop_signal", "user", "workdir")
+
+    def __init__(
+        self,
+        *,
+        entrypoint: list[str] | None = None,
+        cmd: list[str] | None = None,
+        env: list[str] | None = None,
+        workdir: str | None = None,
+        labels: dict[str, str] | None = None,
+        user: str | None = None,
+        stop_signal: str | None = None,
+    ) -> None:
+        for item in env or []:
+            if "=" not in item or item.startswith("="):
+                raise InvalidArgument(f"--env {item!r}: expected NAME=VALUE")
+        self.entrypoint = entrypoint
+        self.cmd = cmd
+        self.env = env
+        self.workdir = workdir
+        self.labels = labels
+        self.user = user
+        self.stop_signal = stop_signal
+
+
 def pack(
     src_dir: str,
     to: str,
@@ -166,28 +195,29 @@ def pack(
     workdir: str | None = None,
     labels: dict[str, str] | None = None,
     user: str | None = None,
+    stop_signal: str | None = None,
     base: str | None = None,
     keep_owner: bool = False,
     mtime: int | None = None,
     store_root: str | None = None,
-    architecture: str | None = None,
-    push_options: dict[str, Any] | None = None,
-    stop_signal: str | None = None,
+    registry: RegistryOptions | None = None,
+    progress: Progress | None = None,
 ) -> PackResult:
     """Make an image of ``src_dir`` (one layer, on ``base`` if given) at ``to``.
 
     ``to`` is ``oci:DIR[:TAG]``, ``oci-archive:FILE[:TAG]``, or
     ``docker://HOST[:PORT]/NAME[:TAG]``: packed into a temporary layout, then pushed
-    (``hostjob.images.push.push`` with ``push_options``: creds, tls_verify,
-    plain_http, docker_config, progress).
+    (``hostjob.images.push.push``, reached as ``registry`` says, its steps told to
+    ``progress``).
     """
+    edits = _ConfigEdits(
+        entrypoint=entrypoint, cmd=cmd, env=env, workdir=workdir, labels=labels, user=user,
+        stop_signal=stop_signal,
+    )  # fmt: skip
+    epoch = source_date_epoch() if mtime is None else mtime
 
     def to_layout(dest: str) -> PackResult:
-        return _pack_layout(
-            src_dir, dest, entrypoint=entrypoint, cmd=cmd, env=env, workdir=workdir,
-            labels=labels, user=user, base=base, keep_owner=keep_owner, mtime=mtime,
-            store_root=store_root, architecture=architecture, stop_signal=stop_signal,
-        )  # fmt: skip
+        return _pack_layout(src_dir, dest, edits, base, keep_owner, epoch, store_root)
 
     if not to.startswith("docker://"):
         return to_layout(to)
@@ -197,45 +227,37 @@ def pack(
     layout = tempfile.mkdtemp(prefix="hostjob-pack-")
     try:
         packed = to_layout(f"oci:{layout}:pack")
-        pushed = push.push(f"oci:{layout}:pack", to, **(push_options or {}))
+        pushed = push.push(f"oci:{layout}:pack", to, registry=registry, progress=progress)
     finally:
         fsremove.remove_tree(layout, ignore_errors=True)
     packed.reference = pushed.reference
     return packed
 
 
-def _pack_layout(
-    src_dir: str,
-    to: str,
-    *,
-    entrypoint: list[str] | None,
-    cmd: list[str] | None,
-    env: list[str] | None,
-    workdir: str | None,
-    labels: dict[str, str] | None,
-    user: str | None,
-    base: str | None,
-    keep_owner: bool,
-    mtime: int | None,
-    store_root: str | None,
-    architecture: str | None,
-    stop_signal: str | None = None,
-) -> PackResult:
-    from hostjob.images import platforms
-
+def _layout_target(to: str) -> refs.Reference:
+    """``to`` as the layout reference ``pack`` writes, or ``InvalidReference``."""
     target = refs.parse(to)
     if target.transport not in ("oci", "oci-archive") or target.digest or target.path is None:
         raise InvalidReference(
             "pack writes to oci:DIR[:TAG], oci-archive:FILE[:TAG] or"
             f" docker://HOST/NAME[:TAG], not {to!r}"
         )
-    platforms.check_field("architecture", architecture, "--architecture")
-    epoch = source_date_epoch() if mtime is None else mtime
-    created = rfc3339(epoch)
-    for item in env or []:
-        if "=" not in item or item.startswith("="):
-            raise InvalidArgument(f"--env {item!r}: expected NAME=VALUE")
+    return target
 
+
+def _pack_layout(
+    src_dir: str,
+    to: str,
+    edits: _ConfigEdits,
+    base: str | None,
+    keep_owner: bool,
+    epoch: int,
+    store_root: str | None,
+) -> PackResult:
+    """The image written as an OCI layout at ``to`` (an archive: a layout in a temporary
+    directory beside it, then its tar)."""
+    target = _layout_target(to)
+    assert target.path is not None
     workdir_tmp = None
     if target.transport == "oci-archive":
         parent = os.path.dirname(os.path.abspath(target.path)) or "."
@@ -246,75 +268,14 @@ def _pack_layout(
     base_image = _Base(base, store_root) if base else None
     try:
         layout = Layout(layout_dir)
-        fd, tmp = tempfile.mkstemp(
-            prefix=".layer-", dir=os.path.join(layout_dir, "blobs", "sha256")
-        )
-        try:
-            with os.fdopen(fd, "wb") as f:
-                digest, diff_id, size, mode = write_layer(
-                    src_dir, f, mtime=epoch, keep_owner=keep_owner
-                )
-            layout.add_file(tmp, digest, mode)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        layer = imagespec.Descriptor(media_type=imagespec.OCI_LAYER_GZIP, digest=digest, size=size)
-
-        layers: list[imagespec.Descriptor] = []
+        layer, diff_id = _write_layer(layout, src_dir, epoch, keep_owner)
         if base_image is not None:
-            base_config = base_image.config
-            for desc in base_image.manifest.layers or []:
-                assert desc.digest is not None
-                if not layout.has(desc.digest):
-                    _copy_into_layout(base_image, desc, layout)
-                layers.append(
-                    imagespec.Descriptor(
-                        media_type=_OCI_LAYER_TYPE.get(desc.media_type or "", desc.media_type),
-                        digest=desc.digest,
-                        size=desc.size,
-                    )
-                )
+            base_config, layers = base_image.config, _copy_base_layers(base_image, layout)
         else:
-            host = platforms.host()
-            base_config = {"architecture": architecture or host.architecture, "os": "linux"}
-            if host.variant and not architecture and host.architecture != "amd64":
-                base_config["variant"] = host.variant
+            base_config, layers = _scratch_config(), []
         layers.append(layer)
-
-        config = _build_config(
-            base_config,
-            diff_id=diff_id,
-            created=created,
-            entrypoint=entrypoint,
-            cmd=cmd,
-            env=env,
-            workdir=workdir,
-            labels=labels,
-            user=user,
-            src_dir=src_dir,
-            stop_signal=stop_signal,
-        )
-        config_raw = imagespec.canonical_json(config)
-        config_digest = layout.add_bytes(config_raw)
-        manifest = {
-            "schemaVersion": 2,
-            "mediaType": imagespec.OCI_MANIFEST,
-            "config": {
-                "mediaType": imagespec.OCI_CONFIG,
-                "digest": config_digest,
-                "size": len(config_raw),
-            },
-            "layers": [d.to_json() for d in layers],
-        }
-        manifest_raw = imagespec.canonical_json(manifest)
-        manifest_digest = layout.add_bytes(manifest_raw)
-        layout.set_ref(
-            imagespec.Descriptor(
-                media_type=imagespec.OCI_MANIFEST, digest=manifest_digest, size=len(manifest_raw)
-            ),
-            target.tag,
-        )
+        config = _build_config(base_config, edits, diff_id=diff_id, created=rfc3339(epoch))
+        config_digest, manifest_digest = _write_image(layout, config, layers, target.tag)
         if target.transport == "oci-archive":
             write_archive(layout_dir, target.path, epoch)
     finally:
@@ -322,13 +283,90 @@ def _pack_layout(
             base_image.close()
         if workdir_tmp is not None:
             fsremove.remove_tree(workdir_tmp, ignore_errors=True)
+    assert layer.digest is not None and layer.size is not None
     return PackResult(
         str(target),
         manifest_digest,
         config_digest,
-        (digest, diff_id, size),
+        (layer.digest, diff_id, layer.size),
         sum(d.size or 0 for d in layers),
     )
+
+
+def _write_layer(
+    layout: Layout, src_dir: str, epoch: int, keep_owner: bool
+) -> tuple[imagespec.Descriptor, str]:
+    """``src_dir`` as a gzip layer blob in ``layout``: its descriptor and diffID."""
+    fd, tmp = tempfile.mkstemp(prefix=".layer-", dir=os.path.join(layout.path, "blobs", "sha256"))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            digest, diff_id, size, mode = write_layer(
+                src_dir, f, mtime=epoch, keep_owner=keep_owner
+            )
+        layout.add_file(tmp, digest, mode)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return imagespec.Descriptor(
+        media_type=imagespec.OCI_LAYER_GZIP, digest=digest, size=size
+    ), diff_id
+
+
+def _copy_base_layers(base: _Base, layout: Layout) -> list[imagespec.Descriptor]:
+    """The base image's layers, copied into ``layout`` and described as OCI layers."""
+    layers = []
+    for desc in base.manifest.layers or []:
+        assert desc.digest is not None
+        if not layout.has(desc.digest):
+            _copy_into_layout(base, desc, layout)
+        layers.append(
+            imagespec.Descriptor(
+                media_type=_OCI_LAYER_TYPE.get(desc.media_type or "", desc.media_type),
+                digest=desc.digest,
+                size=desc.size,
+            )
+        )
+    return layers
+
+
+def _scratch_config() -> dict[str, Any]:
+    """The config of an image with no base: this host's platform."""
+    from hostjob.images import platforms
+
+    host = platforms.host()
+    config: dict[str, Any] = {"architecture": host.architecture, "os": "linux"}
+    if host.variant and host.architecture != "amd64":
+        config["variant"] = host.variant
+    return config
+
+
+def _write_image(
+    layout: Layout, config: dict[str, Any], layers: list[imagespec.Descriptor], tag: str | None
+) -> tuple[str, str]:
+    """The config and manifest blobs, and the manifest tagged ``tag`` in the index:
+    ``(config digest, manifest digest)``."""
+    config_raw = imagespec.canonical_json(config)
+    config_digest = layout.add_bytes(config_raw)
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": imagespec.OCI_MANIFEST,
+        "config": {
+            "mediaType": imagespec.OCI_CONFIG,
+            "digest": config_digest,
+            "size": len(config_raw),
+        },
+        "layers": [d.to_json() for d in layers],
+    }
+    manifest_raw = imagespec.canonical_json(manifest)
+    manifest_digest = layout.add_bytes(manifest_raw)
+    layout.set_ref(
+        imagespec.Descriptor(
+            media_type=imagespec.OCI_MANIFEST, digest=manifest_digest, size=len(manifest_raw)
+        ),
+        tag,
+    )
+    return config_digest, manifest_digest
 
 
 def _copy_into_layout(base: _Base, desc: imagespec.Descriptor, layout: Layout) -> None:
@@ -350,42 +388,32 @@ def _copy_into_layout(base: _Base, desc: imagespec.Descriptor, layout: Layout) -
 
 
 def _build_config(
-    base: dict[str, Any],
-    *,
-    diff_id: str,
-    created: str,
-    entrypoint: list[str] | None,
-    cmd: list[str] | None,
-    env: list[str] | None,
-    workdir: str | None,
-    labels: dict[str, str] | None,
-    user: str | None,
-    src_dir: str,
-    stop_signal: str | None = None,
+    base: dict[str, Any], edits: _ConfigEdits, *, diff_id: str, created: str
 ) -> dict[str, Any]:
+    """The new image's config: the base's, with ``edits`` and the new layer on top."""
     config = dict(base)
     container = dict(config.get("config") or {})
-    if env:
+    if edits.env:
         merged: dict[str, str] = {}
-        for item in [*(container.get("Env") or []), *env]:
+        for item in [*(container.get("Env") or []), *edits.env]:
             key, _, value = item.partition("=")
             merged.pop(key, None)
             merged[key] = value
         container["Env"] = [f"{k}={v}" for k, v in merged.items()]
-    if entrypoint is not None:
-        container["Entrypoint"] = entrypoint
-        if cmd is None:
+    if edits.entrypoint is not None:
+        container["Entrypoint"] = edits.entrypoint
+        if edits.cmd is None:
             container.pop("Cmd", None)  # Docker resets Cmd when Entrypoint changes
-    if cmd is not None:
-        container["Cmd"] = cmd
-    if workdir is not None:
-        container["WorkingDir"] = workdir
-    if user is not None:
-        container["User"] = user
-    if stop_signal is not None:
-        container["StopSignal"] = stop_signal
-    if labels:
-        container["Labels"] = {**(container.get("Labels") or {}), **labels}
+    for key, value in (
+        ("Cmd", edits.cmd),
+        ("WorkingDir", edits.workdir),
+        ("User", edits.user),
+        ("StopSignal", edits.stop_signal),
+    ):
+        if value is not None:
+            container[key] = value
+    if edits.labels:
+        container["Labels"] = {**(container.get("Labels") or {}), **edits.labels}
     if container:
         config["config"] = container
     rootfs = dict(config.get("rootfs") or {"type": "layers"})
@@ -394,10 +422,7 @@ def _build_config(
     config["rootfs"] = rootfs
     config["history"] = [
         *(config.get("history") or []),
-        {
-            "created": created,
-            "created_by": "hostjob pack",
-        },
+        {"created": created, "created_by": "hostjob pack"},
     ]
     config["created"] = created
     return config

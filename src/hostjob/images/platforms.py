@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import platform as _platform
+from typing import TYPE_CHECKING
 
 from hostjob.images.errors import ImageError, InvalidReference
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.images.imagespec import Descriptor
 

@@ -15,6 +15,7 @@ half-written. A pull that fails takes back the blobs and layers it added
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from hostjob.images import imagespec
 from hostjob.images import progress as events
@@ -24,13 +25,13 @@ from hostjob.images.names import NameRecord
 from hostjob.images.resolve import diff_ids, platform_of
 from hostjob.units import rfc3339
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.images.content import ContentStore
     from hostjob.images.gc import Collector
     from hostjob.images.layers import LayerCache
     from hostjob.images.limits import Budget
     from hostjob.images.names import NameIndex
+    from hostjob.images.options import RegistryOptions, UnpackLimits
     from hostjob.images.progress import Progress
     from hostjob.images.sources import Source
 
@@ -88,44 +89,25 @@ class Puller:
         *,
         name: str | None = None,
         platform: str | None = None,
-        creds: str | None = None,
-        tls_verify: bool = True,
-        plain_http: bool = False,
-        docker_config: str | None = None,
-        stall_timeout: float | None = None,
-        max_image_size: int | None = None,
-        max_image_inodes: int | None = None,
+        registry: RegistryOptions | None = None,
+        limits: UnpackLimits | None = None,
         progress: Progress | None = None,
     ) -> PullResult:
-        """Fetch an image from any source ``reference.parse`` accepts, and name it
-        ``name``, else the reference's own name (registry), the name the archive
-        records, or ``localhost/<file name>:<tag>``. Its layers may unpack to at most
-        ``max_image_size`` bytes and ``max_image_inodes`` inodes (else the store's
-        defaults, ``hostjob.images.limits``)."""
-        from hostjob.images import limits, platforms
+        """Fetch an image from any source ``reference.parse`` accepts (a registry
+        reached as ``registry`` says), and name it ``name``, else the reference's own
+        name (registry), the name the archive records, or
+        ``localhost/<file name>:<tag>``. Its layers may unpack to at most ``limits``
+        (else the store's defaults, ``hostjob.images.limits``)."""
+        from hostjob.images import platforms
         from hostjob.images.sources import open_source
 
         parsed = refs.parse(ref)
         if platform:
             platforms.parse(platform)  # a bad --platform fails before any network
-        limits.check(max_image_size, max_image_inodes)  # bad limits too
-        source = open_source(
-            parsed,
-            creds=creds,
-            tls_verify=tls_verify,
-            plain_http=plain_http,
-            docker_config=docker_config,
-            stall_timeout=stall_timeout,
-        )
+        source = open_source(parsed, registry)
         try:
             return self.pull_from(
-                source,
-                parsed,
-                name=name,
-                platform=platform,
-                progress=progress,
-                max_image_size=max_image_size,
-                max_image_inodes=max_image_inodes,
+                source, parsed, name=name, platform=platform, limits=limits, progress=progress
             )
         finally:
             source.close()
@@ -137,15 +119,12 @@ class Puller:
         *,
         name: str | None = None,
         platform: str | None = None,
+        limits: UnpackLimits | None = None,
         progress: Progress | None = None,
-        max_image_size: int | None = None,
-        max_image_inodes: int | None = None,
     ) -> PullResult:
         added = _Added()
         try:
-            return self._pull(
-                source, ref, added, name, platform, progress, max_image_size, max_image_inodes
-            )
+            return self._pull(source, ref, added, name, platform, limits, progress)
         except BaseException:
             # Out of the lease: discard waits for every pull in flight, as prune does.
             self.gc.discard(added.blobs, added.layers)
@@ -158,11 +137,11 @@ class Puller:
         added: _Added,
         name: str | None,
         platform: str | None,
+        limits: UnpackLimits | None,
         progress: Progress | None,
-        max_image_size: int | None,
-        max_image_inodes: int | None,
     ) -> PullResult:
-        from hostjob.images import limits, platforms
+        from hostjob.images import platforms
+        from hostjob.images.limits import budget as unpack_budget
 
         emit = progress or _ignore
         wanted = platforms.parse(platform) if platform else platforms.host()
@@ -170,7 +149,7 @@ class Puller:
         raw, media_type, digest = source.top()
         index_digest = None
         with self.gc.lease():
-            budget = limits.budget(self.content.root.path, max_image_size, max_image_inodes)
+            budget = unpack_budget(self.content.root.path, limits)
             media_type = media_type or imagespec.sniff_media_type(raw)
             top_digest = self._save_metadata(raw, digest, added)
             if media_type in imagespec.INDEX_TYPES:

@@ -15,16 +15,18 @@ registry's own origin and to a token realm it names over HTTPS, never elsewhere.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hostjob.images import imagespec
 from hostjob.images import progress as events
 from hostjob.images import reference as refs
 from hostjob.images.errors import InvalidReference, RegistryError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from hostjob.images.content import Readable
+    from hostjob.images.options import RegistryOptions
     from hostjob.images.progress import Progress
 
 
@@ -93,15 +95,13 @@ def push(
     dest: str,
     *,
     store_root: str | None = None,
-    creds: str | None = None,
-    tls_verify: bool = True,
-    plain_http: bool = False,
-    docker_config: str | None = None,
-    stall_timeout: float | None = None,
+    registry: RegistryOptions | None = None,
     progress: Progress | None = None,
 ) -> PushResult:
     """Push ``src`` (a store image, or an ``oci:``/``oci-archive:``/``docker-archive:``
-    reference) to the registry reference ``dest``."""
+    reference) to the registry reference ``dest``, reached as ``registry`` says (else
+    with the defaults)."""
+    from hostjob.images.options import RegistryOptions
     from hostjob.images.registry import RegistryClient
 
     to = target(dest)
@@ -110,15 +110,8 @@ def push(
     image = _open(src, store_root)
     try:
         emit(events.Event(events.RESOLVING, to.name))
-        with RegistryClient(
-            to.registry_host,
-            domain=to.domain,
-            creds=creds,
-            tls_verify=tls_verify,
-            plain_http=plain_http,
-            docker_config=docker_config,
-            stall_timeout=stall_timeout,
-        ) as client:
+        options = registry or RegistryOptions()
+        with RegistryClient(to.registry_host, options, domain=to.domain) as client:
             sent = PushResult(to.name, "")
             for desc in image.blobs():
                 assert desc.digest is not None

@@ -98,16 +98,14 @@ def _is_number(text: str) -> bool:
     return bool(text) and _DIGITS.issuperset(text)
 
 
-TRANSPORTS = ("docker", "oci", "oci-archive", "docker-archive")
-
-
 class Reference:
     """A parsed image reference.
 
-    ``transport`` is one of ``TRANSPORTS``. Registry references have ``domain``,
-    ``repository`` and a ``tag`` and/or ``digest``; local ones have ``path`` and
-    optionally a ``tag`` (an OCI ref name, or a docker-archive name), a ``digest``
-    (``oci:`` only) or an ``index`` (``docker-archive:FILE:@N``).
+    ``transport`` is ``docker``, ``oci``, ``oci-archive`` or ``docker-archive``.
+    Registry references have ``domain``, ``repository`` and a ``tag`` and/or
+    ``digest``; local ones have ``path`` and optionally a ``tag`` (an OCI ref name, or
+    a docker-archive name), a ``digest`` (``oci:`` only) or an ``index``
+    (``docker-archive:FILE:@N``).
     """
 
     __slots__ = ("digest", "domain", "index", "path", "repository", "tag", "transport")

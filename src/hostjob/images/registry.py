@@ -12,28 +12,29 @@ registry's own origin and to a token realm over HTTPS only (``remotes.auth``,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hostjob.images.remotes.fetcher import BlobFetcher
 from hostjob.images.remotes.pusher import Pusher
 from hostjob.images.remotes.resolver import ManifestResolver
 from hostjob.images.remotes.session import Session
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from hostjob.images import imagespec
     from hostjob.images.content import Writer
+    from hostjob.images.options import RegistryOptions
     from hostjob.images.reference import Reference
 
 
 class RegistryClient:
-    """One registry host; ``options`` are the ``Session``'s (creds, tls_verify, ...)."""
+    """One registry host (``domain``: the name its credentials are filed under),
+    reached as ``options`` say."""
 
     __slots__ = ("fetcher", "host", "pusher", "resolver", "session")
 
-    def __init__(self, host: str, **options: Any) -> None:
+    def __init__(self, host: str, options: RegistryOptions, *, domain: str | None = None) -> None:
         self.host = host
-        self.session = Session(host, **options)
+        self.session = Session(host, options, domain=domain)
         self.resolver = ManifestResolver(self.session)
         self.fetcher = BlobFetcher(self.session)
         self.pusher = Pusher(self.session)
@@ -51,30 +52,13 @@ class RegistryClient:
 class RegistrySource:
     """A registry image as a ``Store.pull`` source."""
 
-    def __init__(
-        self,
-        ref: Reference,
-        *,
-        creds: str | None = None,
-        tls_verify: bool = True,
-        plain_http: bool = False,
-        docker_config: str | None = None,
-        stall_timeout: float | None = None,
-    ) -> None:
+    def __init__(self, ref: Reference, options: RegistryOptions) -> None:
         assert ref.repository is not None
         self.ref = ref
         self.repo = ref.repository
         self.description = ref.name
         self.name_hint: str | None = None
-        self.client = RegistryClient(
-            ref.registry_host,
-            domain=ref.domain,
-            creds=creds,
-            tls_verify=tls_verify,
-            plain_http=plain_http,
-            docker_config=docker_config,
-            stall_timeout=stall_timeout,
-        )
+        self.client = RegistryClient(ref.registry_host, options, domain=ref.domain)
 
     def top(self) -> tuple[bytes, str | None, str | None]:
         return self.client.resolver.manifest(self.repo, self.ref.reference)

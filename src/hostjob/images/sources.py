@@ -13,17 +13,16 @@ import hashlib
 import os
 import posixpath
 import tarfile
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from hostjob.images import imagespec
 from hostjob.images import reference as refs
 from hostjob.images.content import Digester
 from hostjob.images.errors import ImageError, ImageNotFound, InvalidReference
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import BinaryIO, Protocol
-
     from hostjob.images.content import Readable, Writer
+    from hostjob.images.options import RegistryOptions
     from hostjob.images.reference import Reference
 
     class Source(Protocol):
@@ -389,26 +388,12 @@ def open_local(ref: Reference) -> LayoutSource | DockerArchiveSource:
     raise ImageError(f"{ref} is not a local image reference")
 
 
-def open_source(
-    ref: Reference,
-    *,
-    platform: str | None = None,
-    creds: str | None = None,
-    tls_verify: bool = True,
-    plain_http: bool = False,
-    docker_config: str | None = None,
-    stall_timeout: float | None = None,
-) -> Source:
-    """The source for any reference (a registry client for ``docker`` ones)."""
+def open_source(ref: Reference, registry: RegistryOptions | None = None) -> Source:
+    """The source for any reference (a registry client for ``docker`` ones, reached as
+    ``registry`` says: else with the defaults)."""
     if not ref.is_registry:
         return open_local(ref)
+    from hostjob.images.options import RegistryOptions
     from hostjob.images.registry import RegistrySource
 
-    return RegistrySource(
-        ref,
-        creds=creds,
-        tls_verify=tls_verify,
-        plain_http=plain_http,
-        docker_config=docker_config,
-        stall_timeout=stall_timeout,
-    )
+    return RegistrySource(ref, registry or RegistryOptions())

@@ -28,9 +28,8 @@ from hostjob.images.root import StoreRoot
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from hostjob.images.gc import Freed, Removed
+    from hostjob.images.options import RegistryOptions, UnpackLimits
     from hostjob.images.progress import Progress
     from hostjob.images.pull import PullResult
     from hostjob.images.resolve import ImageDetails, ImageSummary
@@ -54,19 +53,32 @@ class Store:
 
     # --- pulling ----------------------------------------------------------------------
 
-    def pull(self, ref: str, *, progress: Progress | None = None, **options: Any) -> PullResult:
+    def pull(
+        self,
+        ref: str,
+        *,
+        name: str | None = None,
+        platform: str | None = None,
+        registry: RegistryOptions | None = None,
+        limits: UnpackLimits | None = None,
+        progress: Progress | None = None,
+    ) -> PullResult:
         """Fetch an image from any source (registry or archive) into the store and name
-        it. ``options``: ``name``, ``platform``, ``creds``, ``tls_verify``,
-        ``plain_http``, ``docker_config``, ``stall_timeout``, ``max_image_size``,
-        ``max_image_inodes`` (see
-        ``hostjob.images.pull.Puller.pull``)."""
+        it (``hostjob.images.pull.Puller.pull``)."""
         from hostjob.images.pull import Puller
 
         puller = Puller(self.content, self.layers, self.names, self.gc)
-        return puller.pull(ref, progress=progress, **options)
+        return puller.pull(
+            ref, name=name, platform=platform, registry=registry, limits=limits, progress=progress
+        )
 
     def import_archive(
-        self, ref: str, *, progress: Progress | None = None, **options: Any
+        self,
+        ref: str,
+        *,
+        name: str | None = None,
+        limits: UnpackLimits | None = None,
+        progress: Progress | None = None,
     ) -> PullResult:
         """``import``: an ``oci:``, ``oci-archive:`` or ``docker-archive:`` reference."""
         if refs.parse(ref).is_registry:
@@ -74,22 +86,24 @@ class Store:
                 f"{ref!r} is a registry reference; import takes oci:, oci-archive: or"
                 " docker-archive:"
             )
-        return self.pull(ref, progress=progress, **options)
+        return self.pull(ref, name=name, limits=limits, progress=progress)
 
     def get(
         self,
         ref: str,
         *,
         pull: str = "missing",
+        platform: str | None = None,
+        registry: RegistryOptions | None = None,
+        limits: UnpackLimits | None = None,
         progress: Progress | None = None,
-        **options: Any,
     ) -> ResolvedImage:
         """The image ``hostjob run IMAGE`` means, pulled per ``--pull always|missing|never``.
 
         ``ref`` may be a store name, an image ID (prefix), a registry reference, or a
         local ``oci:``/``oci-archive:``/``docker-archive:`` one (always imported: it is
-        local, and content already in the store is not copied again). ``options`` go
-        to ``pull``.
+        local, and content already in the store is not copied again). ``platform``,
+        ``registry`` and ``limits`` are the pull's.
         """
         if pull not in PULL_POLICIES:
             raise InvalidArgument(f"--pull {pull!r}: expected always, missing or never")
@@ -99,7 +113,10 @@ class Store:
             except ImageNotFound as err:
                 if pull == "never":
                     raise ImageNotFound(f"no such image: {ref} (and --pull never)") from err
-        return self.resolve(self.pull(ref, progress=progress, **options).name)
+        pulled = self.pull(
+            ref, platform=platform, registry=registry, limits=limits, progress=progress
+        )
+        return self.resolve(pulled.name)
 
     # --- reading ----------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import tarfile
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from hostjob import faults
 from hostjob.errors import HostjobError
@@ -40,10 +41,8 @@ from hostjob.images.decompress import open_decompressed
 from hostjob.images.errors import DigestMismatch, UnpackError, UnpackLimit
 from hostjob.images.extractor import DIR_FLAGS, Extractor, HeaderInfo
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any, BinaryIO
 
     from hostjob.images.content import Readable
     from hostjob.images.limits import Budget

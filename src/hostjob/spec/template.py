@@ -7,9 +7,9 @@ for a process that runs on the host.
 
 from __future__ import annotations
 
-import os
+import posix
 
-from hostjob.boot import jsonio
+from hostjob.boot import jsonio, paths
 from hostjob.errors import ConfigError
 from hostjob.spec.runtime import OCI_VERSION
 
@@ -39,16 +39,18 @@ def job_container_template() -> dict[str, Any]:
 
 def write_template(bundle: str) -> str:
     """Write ``<bundle>/config.json``; refuses to overwrite one."""
-    path = os.path.join(bundle, "config.json")
+    path = paths.join(bundle, "config.json")
     data = jsonio.dumps(job_container_template(), 2) + "\n"
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        fd = posix.open(
+            path, posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL | posix.O_CLOEXEC, 0o644
+        )
     except FileExistsError as err:
         raise ConfigError(f"{path} exists; remove it first") from err
     except OSError as err:
         raise ConfigError(f"cannot write {path}: {err.strerror}") from err
     try:
-        os.write(fd, data.encode())
+        posix.write(fd, data.encode())
     finally:
-        os.close(fd)
+        posix.close(fd)
     return path

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from hostjob import log
 from hostjob.errors import HostjobError
@@ -24,7 +25,6 @@ from hostjob.runtime.container import Container
 from hostjob.runtime.record import STDERR_FIFO, STDOUT_FIFO, WATCHER_LOCK, StateStore
 from hostjob.supervisor.watcher import HANDLED, run_loop
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 

@@ -11,6 +11,7 @@ import errno
 import os
 import stat
 import time
+from typing import TYPE_CHECKING
 
 from hostjob.supervisor.crilog import (
     FULL,
@@ -25,7 +26,6 @@ from hostjob.supervisor.crilog import (
     stamp_ns,
 )
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 

@@ -10,13 +10,13 @@ the log goes on.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from hostjob.errors import ContainerNotFound, InvalidState
 from hostjob.runtime import proc
 from hostjob.runtime.status import Status
 from hostjob.supervisor.logreader import LogReader
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import TYPE_CHECKING
 
 from hostjob.errors import ContainerNotFound
 from hostjob.linux import signals
@@ -19,7 +20,6 @@ from hostjob.runtime import proc
 from hostjob.runtime.status import Status
 from hostjob.specconv.jobconfig import DEFAULT_STOP_TIMEOUT
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.runtime.container import Container
     from hostjob.runtime.record import Record

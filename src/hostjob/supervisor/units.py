@@ -22,9 +22,10 @@ dearer).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hostjob.errors import ContainerNotFound, InvalidArgument, InvalidState
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.runtime.container import Container
     from hostjob.specconv.jobconfig import DaemonConfig

@@ -24,8 +24,9 @@ IMAGE_POINTS = ("pull:mid-blob", "unpack:mid-layer")
 # The library, when the CLI has no `pull` verb (yet): the same code path, one process.
 DRIVER = (
     "import sys\n"
+    "from hostjob.images.options import RegistryOptions\n"
     "from hostjob.images.store import Store\n"
-    "info = Store(sys.argv[1]).pull(sys.argv[2], plain_http=True)\n"
+    "info = Store(sys.argv[1]).pull(sys.argv[2], registry=RegistryOptions(plain_http=True))\n"
     "print(info.name)\n"
 )
 

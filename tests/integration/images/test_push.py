@@ -20,6 +20,7 @@ import pytest
 
 from hostjob.images import imagespec
 from hostjob.images.errors import RegistryError
+from hostjob.images.options import RegistryOptions
 from hostjob.images.push import push
 from hostjob.images.store import Store
 from tests.fixtures.registry import DockerRegistry, TokenServer, skopeo_copy
@@ -190,11 +191,17 @@ def test_push_from_archives_and_what_skopeo_sees(tool: Path, tmp_path: Path) -> 
     packed = ok("pack", str(tool), "--to", f"oci-archive:{archive}:v1").stdout.strip()
     skopeo_copy(f"oci-archive:{archive}:v1", f"docker-archive:{tmp_path / 'd.tar'}:x/tool:v2")
     with DockerRegistry(str(tmp_path / "reg")) as reg:
-        result = push(f"oci-archive:{archive}:v1", f"{reg.host}/a/tool:v1", plain_http=True)
+        result = push(
+            f"oci-archive:{archive}:v1",
+            f"{reg.host}/a/tool:v1",
+            registry=RegistryOptions(plain_http=True),
+        )
         assert (result.digest, result.uploaded, result.existing) == (packed, 2, 0)
         assert result.reference == f"{reg.host}/a/tool:v1"
         second = push(
-            f"docker-archive:{tmp_path / 'd.tar'}", f"{reg.host}/a/tool:v2", plain_http=True
+            f"docker-archive:{tmp_path / 'd.tar'}",
+            f"{reg.host}/a/tool:v2",
+            registry=RegistryOptions(plain_http=True),
         )
         assert second.uploaded + second.existing == 2
         for tag, media_type in (
@@ -229,7 +236,11 @@ def test_push_from_archives_and_what_skopeo_sees(tool: Path, tmp_path: Path) -> 
         }
         (multi / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [entry]}))
         with pytest.raises(RegistryError, match="image index is not supported"):
-            push(f"oci:{multi}:idx", f"{reg.host}/a/tool:idx", plain_http=True)
+            push(
+                f"oci:{multi}:idx",
+                f"{reg.host}/a/tool:idx",
+                registry=RegistryOptions(plain_http=True),
+            )
 
 
 def test_a_push_does_not_hold_back_prune_for_ever(tool: Path, tmp_path: Path) -> None:
@@ -239,6 +250,11 @@ def test_a_push_does_not_hold_back_prune_for_ever(tool: Path, tmp_path: Path) ->
     ok("pack", str(tool), "--to", f"oci:{tmp_path / 'layout'}:v1")
     ok("import", "--store", str(store), "-q", f"oci:{tmp_path / 'layout'}:v1")
     with DockerRegistry(str(tmp_path / "reg")) as reg:
-        push("localhost/layout:v1", f"{reg.host}/p/q:v1", store_root=str(store), plain_http=True)
+        push(
+            "localhost/layout:v1",
+            f"{reg.host}/p/q:v1",
+            store_root=str(store),
+            registry=RegistryOptions(plain_http=True),
+        )
     Store(str(store)).remove("localhost/layout:v1")
     assert Store(str(store)).prune().blobs == 0 and list(Store(str(store)).content.digests()) == []

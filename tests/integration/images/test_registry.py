@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from hostjob.images.errors import DigestMismatch, ImageError, ImageNotFound, RegistryError
+from hostjob.images.options import RegistryOptions
 from hostjob.images.push import push
 from tests.fixtures.images import write_layout
 from tests.fixtures.registry import (
@@ -23,6 +24,8 @@ from tests.fixtures.registry import (
 from tests.fixtures.tars import entry, make_tar
 
 USERS = {"alice": "s3cret"}
+
+PLAIN_HTTP = RegistryOptions(plain_http=True)
 
 
 def layers(n: int = 2, size: int = 200_000) -> list[bytes]:
@@ -55,19 +58,19 @@ def test_plain_http_registry(store, tmp_path, layout):
             f"oci:{layout}:v1", f"docker://{reg.host}/test/img:v1", "--dest-tls-verify=false"
         )
         events = []
-        info = store.pull(f"{reg.host}/test/img:v1", plain_http=True, progress=events.append)
+        info = store.pull(f"{reg.host}/test/img:v1", registry=PLAIN_HTTP, progress=events.append)
         assert info.name == f"{reg.host}/test/img:v1"
         assert info.layers_unpacked == 2 and info.blobs_fetched == 3
         check_pulled(store, f"{reg.host}/test/img:v1")
         kinds = {e.kind for e in events}
         assert {"resolving", "resolved", "downloading", "unpacking", "done"} <= kinds
         # By digest, and again (all cached).
-        by_digest = store.pull(f"docker://{reg.host}/test/img@{info.digest}", plain_http=True)
+        by_digest = store.pull(f"docker://{reg.host}/test/img@{info.digest}", registry=PLAIN_HTTP)
         assert by_digest.layers_unpacked == 0 and by_digest.blobs_fetched == 0
         with pytest.raises(ImageNotFound):
-            store.pull(f"{reg.host}/test/img:nope", plain_http=True)
+            store.pull(f"{reg.host}/test/img:nope", registry=PLAIN_HTTP)
         with pytest.raises(ImageNotFound):
-            store.pull(f"{reg.host}/test/other:v1", plain_http=True)
+            store.pull(f"{reg.host}/test/other:v1", registry=PLAIN_HTTP)
 
 
 def test_multi_arch_index_picks_the_platform(store, tmp_path):
@@ -82,16 +85,16 @@ def test_multi_arch_index_picks_the_platform(store, tmp_path):
             "--dest-tls-verify=false",
             "--all",
         )
-        host = store.pull(f"{reg.host}/test/multi:v1", plain_http=True)
+        host = store.pull(f"{reg.host}/test/multi:v1", registry=PLAIN_HTTP)
         arm = store.pull(
             f"{reg.host}/test/multi:v1",
-            plain_http=True,
+            registry=PLAIN_HTTP,
             platform="linux/arm64",
             name="test/multi:arm",
         )
         arm7 = store.pull(
             f"{reg.host}/test/multi:v1",
-            plain_http=True,
+            registry=PLAIN_HTTP,
             platform="linux/arm/v7",
             name="test/multi:arm7",
         )
@@ -101,7 +104,7 @@ def test_multi_arch_index_picks_the_platform(store, tmp_path):
         assert len({host.digest, arm.digest, arm7.digest}) == 3
         assert store.inspect("test/multi:arm").index is not None
         with pytest.raises(ImageError, match="no image for platform linux/s390x"):
-            store.pull(f"{reg.host}/test/multi:v1", plain_http=True, platform="linux/s390x")
+            store.pull(f"{reg.host}/test/multi:v1", registry=PLAIN_HTTP, platform="linux/s390x")
 
 
 def test_tls_registry_with_self_signed_cert(store, tmp_path, layout):
@@ -111,7 +114,7 @@ def test_tls_registry_with_self_signed_cert(store, tmp_path, layout):
         )
         with pytest.raises(RegistryError, match=r"CERTIFICATE|certificate"):
             store.pull(f"{reg.host}/test/tls:v1")
-        store.pull(f"{reg.host}/test/tls:v1", tls_verify=False)
+        store.pull(f"{reg.host}/test/tls:v1", registry=RegistryOptions(tls_verify=False))
         check_pulled(store, f"{reg.host}/test/tls:v1")
 
 
@@ -127,10 +130,16 @@ def test_basic_auth_with_htpasswd(store, tmp_path, layout, monkeypatch):
             "--dest-creds=alice:s3cret",
         )
         with pytest.raises(RegistryError, match="authentication required"):
-            store.pull(f"{reg.host}/test/basic:v1", plain_http=True)
+            store.pull(f"{reg.host}/test/basic:v1", registry=PLAIN_HTTP)
         with pytest.raises(RegistryError, match="401"):
-            store.pull(f"{reg.host}/test/basic:v1", plain_http=True, creds="alice:wrong")
-        store.pull(f"{reg.host}/test/basic:v1", plain_http=True, creds="alice:s3cret")
+            store.pull(
+                f"{reg.host}/test/basic:v1",
+                registry=RegistryOptions(plain_http=True, credentials=("alice", "wrong")),
+            )
+        store.pull(
+            f"{reg.host}/test/basic:v1",
+            registry=RegistryOptions(plain_http=True, credentials=("alice", "s3cret")),
+        )
         check_pulled(store, f"{reg.host}/test/basic:v1")
         # Credentials from a docker config.json, both entry forms, key with scheme.
         store.remove(f"{reg.host}/test/basic:v1")
@@ -139,11 +148,11 @@ def test_basic_auth_with_htpasswd(store, tmp_path, layout, monkeypatch):
         auth = base64.b64encode(b"alice:s3cret").decode()
         config.write_text(json.dumps({"auths": {f"http://{reg.host}/v2/": {"auth": auth}}}))
         monkeypatch.setenv("DOCKER_CONFIG", str(config.parent))
-        store.pull(f"{reg.host}/test/basic:v1", plain_http=True)
+        store.pull(f"{reg.host}/test/basic:v1", registry=PLAIN_HTTP)
         config.write_text(
             json.dumps({"auths": {reg.host: {"username": "alice", "password": "s3cret"}}})
         )
-        store.pull(f"{reg.host}/test/basic:v1", plain_http=True, name="test/again")
+        store.pull(f"{reg.host}/test/basic:v1", registry=PLAIN_HTTP, name="test/again")
         check_pulled(store, "test/again")
 
 
@@ -154,7 +163,9 @@ def test_bearer_token_auth(store, tmp_path, layout, field):
         DockerRegistry(str(tmp_path / "reg"), token=tokens.registry_auth()) as reg,
     ):
         digest = push(
-            f"oci:{layout}:v1", f"{reg.host}/test/tok:v1", plain_http=True, creds="alice:s3cret"
+            f"oci:{layout}:v1",
+            f"{reg.host}/test/tok:v1",
+            registry=RegistryOptions(plain_http=True, credentials=("alice", "s3cret")),
         ).digest
         pushed = [r for r in tokens.requests if r["user"] == "alice" and "push" in str(r["query"])]
         assert pushed and set(pushed[0]["query"]["scope"][0].split(":")[2].split(",")) == {
@@ -163,11 +174,17 @@ def test_bearer_token_auth(store, tmp_path, layout, field):
         }
         tokens.requests.clear()
         with pytest.raises(RegistryError, match=r"401|unauthorized|UNAUTHORIZED"):
-            store.pull(f"{reg.host}/test/tok:v1", plain_http=True)
+            store.pull(f"{reg.host}/test/tok:v1", registry=PLAIN_HTTP)
         with pytest.raises(RegistryError, match="refused the credentials"):
-            store.pull(f"{reg.host}/test/tok:v1", plain_http=True, creds="alice:nope")
+            store.pull(
+                f"{reg.host}/test/tok:v1",
+                registry=RegistryOptions(plain_http=True, credentials=("alice", "nope")),
+            )
         tokens.requests.clear()
-        info = store.pull(f"{reg.host}/test/tok:v1", plain_http=True, creds="alice:s3cret")
+        info = store.pull(
+            f"{reg.host}/test/tok:v1",
+            registry=RegistryOptions(plain_http=True, credentials=("alice", "s3cret")),
+        )
         assert info.digest == digest
         check_pulled(store, f"{reg.host}/test/tok:v1")
         granted = [r for r in tokens.requests if r["user"] == "alice"]
@@ -178,7 +195,10 @@ def test_bearer_token_auth(store, tmp_path, layout, field):
 
 def test_redirect_to_blob_storage_does_not_leak_authorization(store, tmp_path, layout):
     with BlobStore(layout) as blobs, FakeRegistry(layout, users=USERS, blob_store=blobs) as reg:
-        store.pull(f"{reg.host}/test/redir:v1", plain_http=True, creds="alice:s3cret")
+        store.pull(
+            f"{reg.host}/test/redir:v1",
+            registry=RegistryOptions(plain_http=True, credentials=("alice", "s3cret")),
+        )
         check_pulled(store, f"{reg.host}/test/redir:v1")
         assert len(blobs.requests) == 3
         assert all("authorization" not in r for r in blobs.requests), "auth leaked to another host"
@@ -191,7 +211,7 @@ def test_interrupted_download_resumes(store, tmp_path, layout, ignore_range):
         BlobStore(layout, cut_first=2, cut_at=50_000, ignore_range=ignore_range) as blobs,
         FakeRegistry(layout, blob_store=blobs) as reg,
     ):
-        store.pull(f"{reg.host}/test/resume:v1", plain_http=True)
+        store.pull(f"{reg.host}/test/resume:v1", registry=PLAIN_HTTP)
         check_pulled(store, f"{reg.host}/test/resume:v1")
         ranged = [r for r in blobs.requests if "range" in r]
         assert len(ranged) == 2
@@ -203,7 +223,7 @@ def test_corrupt_blob_is_refused_and_not_stored(store, tmp_path, layout):
     manifest = json.loads(Path(layout, "blobs", "sha256", manifest_digest[7:]).read_bytes())
     bad = manifest["layers"][1]["digest"]
     with FakeRegistry(layout, corrupt=bad) as reg, pytest.raises(DigestMismatch):
-        store.pull(f"{reg.host}/test/bad:v1", plain_http=True)
+        store.pull(f"{reg.host}/test/bad:v1", registry=PLAIN_HTTP)
     assert not store.content.has(bad)
     assert store.images() == []
     blob_dir = os.path.join(store.root, "blobs", "sha256")
@@ -212,13 +232,13 @@ def test_corrupt_blob_is_refused_and_not_stored(store, tmp_path, layout):
 
 def test_transient_errors_are_retried(store, tmp_path, layout):
     with FakeRegistry(layout, unavailable_first=3) as reg:
-        store.pull(f"{reg.host}/test/busy:v1", plain_http=True)
+        store.pull(f"{reg.host}/test/busy:v1", registry=PLAIN_HTTP)
         check_pulled(store, f"{reg.host}/test/busy:v1")
     with (
         FakeRegistry(layout, unavailable_first=1000) as reg,
         pytest.raises(RegistryError, match="503"),
     ):
-        store.pull(f"{reg.host}/test/down:v1", plain_http=True)
+        store.pull(f"{reg.host}/test/down:v1", registry=PLAIN_HTTP)
 
 
 def test_the_environments_proxy_carries_the_requests(store, monkeypatch):
@@ -230,9 +250,9 @@ def test_the_environments_proxy_carries_the_requests(store, monkeypatch):
         monkeypatch.setenv("HTTP_PROXY", proxy.url)
         monkeypatch.delenv("NO_PROXY", raising=False)
         with pytest.raises(ImageNotFound, match=r"^registry.invalid:5000/test/img:v1: HTTP 404"):
-            store.pull("registry.invalid:5000/test/img:v1", plain_http=True)
+            store.pull("registry.invalid:5000/test/img:v1", registry=PLAIN_HTTP)
         assert proxy.requests == ["http://registry.invalid:5000/v2/test/img/manifests/v1"]
         monkeypatch.setenv("NO_PROXY", "registry.invalid")
         with pytest.raises(RegistryError):  # asked directly: the name does not resolve
-            store.pull("registry.invalid:5000/test/img:v1", plain_http=True)
+            store.pull("registry.invalid:5000/test/img:v1", registry=PLAIN_HTTP)
         assert len(proxy.requests) == 1

@@ -4,12 +4,12 @@ exited between reading cgroup.procs and the signal (issue 7, pid reuse)."""
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import hostjob.cgroups as cg
 from hostjob.cgroups.driver import open_manager
 from tests.unit.cgroups.fakefs import FakeCgroup1, FakeCgroup2
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from subprocess import Popen

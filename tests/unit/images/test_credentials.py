@@ -89,3 +89,9 @@ def test_a_bad_stdin_line_is_one_error(data: bytes, message: str) -> None:
 
 def test_take_creds_passes_nothing_through() -> None:
     assert take_creds(None) is None
+
+
+def test_take_creds_gives_the_pair_the_library_takes() -> None:
+    assert take_creds("alice:pa:ss") == ("alice", "pa:ss")
+    with pytest.raises(RegistryError, match="USER:PASSWORD"):
+        take_creds("")

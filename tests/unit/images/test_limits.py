@@ -13,6 +13,7 @@ import pytest
 from hostjob.errors import InvalidArgument
 from hostjob.images import limits, unpack
 from hostjob.images.errors import UnpackLimit
+from hostjob.images.options import UnpackLimits
 from hostjob.images.store import Store
 from tests.fixtures.bombs import inode_bomb, write_bomb_layout
 from tests.fixtures.images import write_layout
@@ -49,11 +50,11 @@ def test_the_default_is_the_free_space_less_a_reserve(monkeypatch: pytest.Monkey
     assert budget.inodes_left == 0  # fewer free than the reserve: nothing may be made
     assert "free space, 976.6MiB, less a reserve of 195.3MiB" in budget.bytes_why
     assert "40000 free inodes less a reserve of 50000" in budget.inodes_why
-    given = limits.budget("/store", 1 << 20, 7)
+    given = limits.budget("/store", UnpackLimits(1 << 20, 7))
     assert (given.bytes_left, given.inodes_left) == (1 << 20, 7)
     assert given.bytes_why == "--max-image-size 1.0MiB"
     with pytest.raises(InvalidArgument):
-        limits.budget("/store", -1)
+        UnpackLimits(-1)
 
 
 def test_a_filesystem_without_an_inode_count_has_no_inode_limit(
@@ -119,7 +120,7 @@ def test_a_failed_pull_takes_back_what_it_added(tmp_path: Path) -> None:
     store.prune()  # the lock files of the first pull: prune's to remove
     before = listing(tmp_path / "store")
     with pytest.raises(UnpackLimit):
-        store.pull(f"oci:{tmp_path / 'bomb'}:v1", max_image_inodes=20)
+        store.pull(f"oci:{tmp_path / 'bomb'}:v1", limits=UnpackLimits(max_inodes=20))
     assert listing(tmp_path / "store") == before
     assert [row.name for row in store.images()] == ["localhost/base:v1"]
     assert store.resolve("localhost/base:v1").layer_dirs  # its layer stays

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from hostjob.images.errors import RegistryError
+from hostjob.images.options import RegistryOptions
 from hostjob.images.remotes import fetcher
 from hostjob.images.remotes.auth import parse_challenges
 from hostjob.images.remotes.credentials import find_credentials, load_auths, parse_creds
@@ -150,7 +151,12 @@ def test_range_start():
     ],
 )
 def test_credentials_go_only_to_a_safe_token_realm(plain_http, tls_verify, creds, realm, allowed):
-    session = Session("registry.example", creds=creds, plain_http=plain_http, tls_verify=tls_verify)
+    options = RegistryOptions(
+        credentials=None if creds is None else parse_creds(creds),
+        plain_http=plain_http,
+        tls_verify=tls_verify,
+    )
+    session = Session("registry.example", options)
     auth = session.auth
     if creds is None:
         auth.creds = None  # whatever the machine's docker config holds

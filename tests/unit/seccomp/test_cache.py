@@ -5,7 +5,6 @@ profile, libseccomp, hostjob or kernel, a damaged or foreign file -- is compiled
 from __future__ import annotations
 
 import os
-import posix
 from pathlib import Path
 from typing import Any
 
@@ -231,4 +230,4 @@ def test_the_library_is_found_in_this_process_maps() -> None:
     fresh(profile())
     path = seccomp_cache._loaded_library()
     assert path is not None and os.path.basename(path).startswith("libseccomp.so")
-    assert posix.stat(path).st_size > 0
+    assert os.stat(path).st_size > 0

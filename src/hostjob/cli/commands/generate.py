@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from hostjob.cli.args import Command
 from hostjob.errors import InvalidArgument
 from hostjob.runtime.container import Container
 from hostjob.supervisor.units import unit_for
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hostjob.cli.args import FLAG, VALUE, Command, Option
-from hostjob.cli.render import (
-    STORE_OPTION,
-    ago,
-    open_store,
-    short_id,
-    summary_json,
-    table,
-    to_json,
-)
+from hostjob.cli.image_flags import STORE, open_store
+from hostjob.cli.render import ago, short_id, summary_json, table, to_json
 from hostjob.errors import InvalidArgument
 from hostjob.units import human_size
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context
@@ -24,7 +18,7 @@ COMMAND = Command(
     "images",
     "List the images in the store: NAME, ID, SIZE (compressed layers), CREATED, PLATFORM.",
     options=(
-        STORE_OPTION,
+        STORE,
         Option("format,f", VALUE, "table or json", default="table"),
         Option("quiet,q", FLAG, "print only the (short) image IDs, each once"),
     ),

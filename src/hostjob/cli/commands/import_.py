@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from hostjob.cli.args import FLAG, VALUE, Command, Option
-from hostjob.cli.render import STORE_OPTION, UNPACK_OPTIONS, open_store, unpack_flags
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
+from hostjob.cli.args import VALUE, Command, Option
+from hostjob.cli.image_flags import QUIET, STORE, UNPACK, open_store, unpack_limits
+
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context
@@ -15,10 +16,10 @@ COMMAND = Command(
     "Import oci:DIR[:TAG], oci-archive:FILE[:TAG] or docker-archive:FILE[:REF] into the"
     " store; print its name, then its ID.",
     options=(
-        STORE_OPTION,
+        STORE,
         Option("name", VALUE, "name the image (default: the name the archive records)"),
-        Option("quiet,q", FLAG, "no progress; print only the image ID"),
-        *UNPACK_OPTIONS,
+        QUIET,
+        *UNPACK,
     ),
     positionals=("reference",),
 )
@@ -27,11 +28,12 @@ COMMAND = Command(
 def run(args: Args, ctx: Context) -> int:
     from hostjob.images import progress
 
+    limits = unpack_limits(args)
     store = open_store(args)
     render = progress.renderer(quiet=args.quiet)
     try:
         info = store.import_archive(
-            args.reference, name=args.name or None, progress=render, **unpack_flags(args)
+            args.reference, name=args.name or None, limits=limits, progress=render
         )
     finally:
         progress.close(render)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from hostjob.cli.args import Command
-from hostjob.cli.render import STORE_OPTION, details_json, open_store, to_json
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
+from hostjob.cli.args import Command
+from hostjob.cli.image_flags import STORE, open_store
+from hostjob.cli.render import details_json, to_json
+
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context
@@ -13,7 +15,7 @@ if TYPE_CHECKING:
 COMMAND = Command(
     "inspect",
     "Print an image's names, ID, digests, platform, manifest, config and layers (JSON).",
-    options=(STORE_OPTION,),
+    options=(STORE,),
     positionals=("image",),
 )
 

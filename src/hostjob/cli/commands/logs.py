@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from hostjob.cli.args import FLAG, VALUE, Command, Option
 from hostjob.errors import InvalidArgument
@@ -11,7 +12,6 @@ from hostjob.supervisor import logs
 from hostjob.supervisor.crilog import STDERR
 from hostjob.supervisor.logreader import Query
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context

@@ -7,15 +7,17 @@ store is root's).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hostjob.cli.args import FLAG, LIST, VALUE, Command, Option
-from hostjob.cli.render import STORE_OPTION, registry_flags, registry_options
+from hostjob.cli.image_flags import QUIET, REGISTRY, STORE, registry_options
 from hostjob.errors import InvalidArgument
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context
     from hostjob.images import progress
+    from hostjob.images.options import RegistryOptions
     from hostjob.images.pack import PackResult
 
 COMMAND = Command(
@@ -56,8 +58,9 @@ COMMAND = Command(
             "keep files' owners, and with them setuid/setgid bits and file capabilities"
             " (default: everything 0:0, those bits and capabilities cleared)",
         ),
-        STORE_OPTION,
-        *registry_options("digest"),
+        STORE,
+        *REGISTRY,
+        QUIET,
     ),
     positionals=("dir",),
 )
@@ -98,16 +101,17 @@ def run(args: Args, ctx: Context) -> int:
             '"pack" requires --to oci:OUT[:TAG], oci-archive:FILE[:TAG] or docker://HOST/NAME[:TAG]'
         )
     pushing = args.to.startswith("docker://")
+    registry = registry_options(args)  # --creds hidden from argv, pushing or not
     render = progress.renderer(quiet=args.quiet or not pushing)
     try:
-        result = _pack(args, render)
+        result = _pack(args, registry, render)
     finally:
         progress.close(render)
     print(result.digest)
     return 0
 
 
-def _pack(args: Args, render: progress.Progress) -> PackResult:
+def _pack(args: Args, registry: RegistryOptions, render: progress.Progress) -> PackResult:
     from hostjob.images.pack import pack
 
     return pack(
@@ -123,7 +127,8 @@ def _pack(args: Args, render: progress.Progress) -> PackResult:
         base=args.base,
         keep_owner=args.keep_owner,
         store_root=args.store or None,
-        push_options={"progress": render, **registry_flags(args)},
+        registry=registry,
+        progress=render,
     )
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from hostjob.cli.args import Command
-from hostjob.cli.render import STORE_OPTION, freed, open_store
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
+from hostjob.cli.args import Command
+from hostjob.cli.image_flags import STORE, open_store
+from hostjob.cli.render import freed
+
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context
@@ -14,7 +16,7 @@ COMMAND = Command(
     "prune",
     "Remove every blob and unpacked layer that no image name or container uses; print what"
     " was freed.",
-    options=(STORE_OPTION,),
+    options=(STORE,),
 )
 
 

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from hostjob.cli.args import VALUE, Command, Option
-from hostjob.cli.render import (
-    STORE_OPTION,
-    UNPACK_OPTIONS,
+from typing import TYPE_CHECKING
+
+from hostjob.cli.args import Command
+from hostjob.cli.image_flags import (
+    PLATFORM,
+    QUIET,
+    REGISTRY,
+    STORE,
+    UNPACK,
     open_store,
-    registry_flags,
     registry_options,
-    unpack_flags,
+    unpack_limits,
 )
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context
@@ -21,17 +24,7 @@ COMMAND = Command(
     "pull",
     "Pull an image ([docker://]host/name[:tag|@digest], or oci:/oci-archive:/docker-archive:)"
     " into the store; print its name, then its ID.",
-    options=(
-        STORE_OPTION,
-        Option(
-            "platform",
-            VALUE,
-            "the image to pick from an index (default: the host's)",
-            metavar="os/arch[/variant]",
-        ),
-        *registry_options("image ID"),
-        *UNPACK_OPTIONS,
-    ),
+    options=(STORE, PLATFORM, *REGISTRY, QUIET, *UNPACK),
     positionals=("image",),
 )
 
@@ -39,15 +32,16 @@ COMMAND = Command(
 def run(args: Args, ctx: Context) -> int:
     from hostjob.images import progress
 
+    registry, limits = registry_options(args), unpack_limits(args)
     store = open_store(args)
     render = progress.renderer(quiet=args.quiet)
     try:
         info = store.pull(
             args.image,
             platform=args.platform,
+            registry=registry,
+            limits=limits,
             progress=render,
-            **registry_flags(args),
-            **unpack_flags(args),
         )
     finally:
         progress.close(render)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from hostjob.cli.args import Command
-from hostjob.cli.render import STORE_OPTION, registry_flags, registry_options
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
+from hostjob.cli.args import Command
+from hostjob.cli.image_flags import QUIET, REGISTRY, STORE, registry_options
+
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context
@@ -14,7 +15,7 @@ COMMAND = Command(
     "push",
     "Push an image (a store name or ID, or oci:/oci-archive:/docker-archive:) to a registry"
     " at [docker://]host[:port]/name[:tag]; print its manifest digest.",
-    options=(STORE_OPTION, *registry_options("manifest digest")),
+    options=(STORE, *REGISTRY, QUIET),
     positionals=("image", "destination"),
 )
 
@@ -23,14 +24,15 @@ def run(args: Args, ctx: Context) -> int:
     from hostjob.images import progress
     from hostjob.images.push import push
 
+    registry = registry_options(args)
     render = progress.renderer(quiet=args.quiet)
     try:
         result = push(
             args.image,
             args.destination,
             store_root=args.store or None,
+            registry=registry,
             progress=render,
-            **registry_flags(args),
         )
     finally:
         progress.close(render)

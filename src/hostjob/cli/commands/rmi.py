@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hostjob.cli.args import FLAG, Command, Option
-from hostjob.cli.render import STORE_OPTION, freed, open_store
+from hostjob.cli.image_flags import STORE, open_store
+from hostjob.cli.render import freed
 from hostjob.errors import InvalidArgument, one_line
 from hostjob.images.errors import ImageNotFound
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context
@@ -17,7 +19,7 @@ COMMAND = Command(
     "Remove images (names, digests or ID prefixes; an ID removes every name it has) and free"
     " the blobs and layers nothing else uses. Every image is looked up before any is removed.",
     options=(
-        STORE_OPTION,
+        STORE,
         Option("force,f", FLAG, "remove even images that containers use"),
     ),
     rest="images",

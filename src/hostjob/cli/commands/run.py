@@ -18,6 +18,16 @@ from hostjob.boot import paths
 from hostjob.boot.env import popenv
 from hostjob.cli.args import FLAG, INT, LIST, VALUE, Command, Option
 from hostjob.cli.commands.create import CREATE_OPTIONS
+from hostjob.cli.image_flags import (
+    PLATFORM,
+    QUIET,
+    REGISTRY,
+    STORE,
+    UNPACK,
+    open_store,
+    registry_options,
+    unpack_limits,
+)
 from hostjob.errors import InvalidArgument
 from hostjob.runtime.state_root import validate_id
 from hostjob.runtime.verbs.create import CreateOptions
@@ -66,38 +76,20 @@ IMAGE_OPTIONS = (
     Option("volume,v", LIST, "SRC:DST[:ro]; repeatable"),
     Option("annotation", LIST, "KEY=VALUE annotation; repeatable"),
     Option("pull", VALUE, "always, missing (default) or never", default="missing"),
-    Option("store", VALUE, "image store (default $HOSTJOB_STORE or /var/lib/hostjob)"),
-    Option("platform", VALUE, "os/arch[/variant] to pick from a multi-arch image"),
-    Option(
-        "creds",
-        VALUE,
-        "user:password for the registry; - reads the line from stdin (argv is readable by all)",
-        metavar="user:pass|-",
-    ),
-    Option("authfile", VALUE, "a docker config.json with auths for the registry", metavar="file"),
-    Option("tls-verify", FLAG, "verify the registry's TLS certificate", default=True),
-    Option("plain-http", FLAG, "talk HTTP to the registry"),
-    Option(
-        "stall-timeout",
-        VALUE,
-        "fail the pull when a registry connection moves less than 64 KiB in this long"
-        " (default 60s)",
-        metavar="duration",
-    ),
-    Option("max-image-size", VALUE, "a pull fails when the layers unpack to more", metavar="size"),
-    Option("max-image-inodes", INT, "a pull fails when the layers unpack to more inodes"),
-    Option("quiet,q", FLAG, "no pull progress"),
+    STORE,
+    PLATFORM,
+    *REGISTRY,
+    *UNPACK,
+    QUIET,
     Option("restart", VALUE, "with -d: no (default), on-failure[:N] or always"),
     Option("log-max-size", VALUE, "with -d: rotate the log at this size (default 10m)"),
     Option("log-max-files", INT, "with -d: log files kept, the current one included (default 3)"),
     Option("stop-signal", VALUE, "with -d: what `stop` sends (default: the image's, else TERM)"),
     Option("stop-timeout", INT, "with -d: seconds `stop` waits before SIGKILL (default 10)"),
 )
-# Flags about how a detached container is looked after: not part of what it runs.
-_DAEMON_ONLY = DAEMON_ONLY
 # Left out of the command line ``generate systemd`` writes (it adds --rm and --name
 # itself; the unit is the watcher; credentials never go into a unit file).
-_NOT_IN_UNIT = ("name", "rm", "quiet", "store", "creds", "interactive", *_DAEMON_ONLY)
+_NOT_IN_UNIT = ("name", "rm", "quiet", "store", "creds", "interactive", *DAEMON_ONLY)
 COMMAND = Command(
     "run",
     "Run a container: `run [--bundle DIR] ID` (a bundle, as runc does) or"
@@ -156,7 +148,7 @@ def _daemon_config(args: Args) -> DaemonConfig | None:
     return daemon_config(
         detach=args.detach,
         remove=args.rm,
-        **{name: getattr(args, name) for name in _DAEMON_ONLY},
+        **{name: getattr(args, name) for name in DAEMON_ONLY},
     )
 
 
@@ -196,8 +188,7 @@ def _run_image(args: Args, ctx: Context) -> int:
     from hostjob.images import progress
     from hostjob.images.run_image import run_image
     from hostjob.images.runspec import RunFlags
-    from hostjob.images.store import Store
-    from hostjob.units import parse_duration, parse_size
+    from hostjob.units import parse_size
 
     if args.mount_mode not in (None, "host", "bind"):  # before anything is pulled
         raise InvalidArgument(f"--mount-mode {args.mount_mode!r}: expected host or bind")
@@ -228,30 +219,20 @@ def _run_image(args: Args, ctx: Context) -> int:
     if args.name:
         validate_id(args.name)
     daemon = _daemon_config(args)
-    creds = None
-    if args.creds:  # off the command line before the pull, and before the job is forked
-        from hostjob.images.remotes.credentials import take_creds
-
-        creds = take_creds(args.creds)
+    # --creds off the command line before the pull, and before the job is forked.
+    registry, limits = registry_options(args), unpack_limits(args)
     # systemd's socket is hostjob run's (generate systemd: Type=notify), never the job's.
     notify_socket = popenv("NOTIFY_SOCKET")
-    store = Store(args.store or None)
+    store = open_store(args)
     render = progress.renderer(quiet=args.quiet)
     try:
         image = store.get(
             args.target,
             pull=args.pull,
-            progress=render,
             platform=args.platform,
-            creds=creds,
-            tls_verify=args.tls_verify,
-            plain_http=args.plain_http,
-            docker_config=args.authfile,
-            stall_timeout=parse_duration(args.stall_timeout) if args.stall_timeout else None,
-            max_image_size=(
-                parse_size(args.max_image_size, "--max-image-size") if args.max_image_size else None
-            ),
-            max_image_inodes=args.max_image_inodes,
+            registry=registry,
+            limits=limits,
+            progress=render,
         )
     finally:
         progress.close(render)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
 from hostjob.boot import jsonio
 from hostjob.cli.args import FLAG, VALUE, Command, Option
@@ -18,10 +19,7 @@ from hostjob.runtime.status import Status
 from hostjob.runtime.verbs.events import Sample, summaries, summarize, summary
 from hostjob.units import human_size, parse_duration
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hostjob.cli.args import INT, VALUE, Command, Option
 from hostjob.errors import HostjobError, InvalidArgument
 from hostjob.runtime.container import Container
 from hostjob.supervisor.stop import stop
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context

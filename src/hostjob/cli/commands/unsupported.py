@@ -3,10 +3,11 @@ which hostjob cannot freeze into an image and bring back."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hostjob.cli.args import Command
 from hostjob.errors import NotSupported
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
     from hostjob.cli.main import Context

@@ -19,13 +19,15 @@ from __future__ import annotations
 import base64
 import json
 import time
+from typing import TYPE_CHECKING
 
 from hostjob.images.errors import RegistryError
 from hostjob.images.remotes import transport
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     import httpx
+
+    from hostjob.images.options import RegistryOptions
 
 
 def parse_challenges(header: str) -> list[tuple[str, dict[str, str]]]:
@@ -94,20 +96,13 @@ class Authorizer:
         base: str,
         client: httpx.Client,
         creds: tuple[str, str] | None,
-        *,
-        tls_verify: bool,
-        plain_http: bool,
-        timeout: float,
-        stall: float,
+        options: RegistryOptions,
     ) -> None:
         self.host = host
         self.base = base
         self.client = client
         self.creds = creds
-        self.tls_verify = tls_verify
-        self.plain_http = plain_http
-        self.timeout = timeout
-        self.stall = stall
+        self.options = options
         self.verified: httpx.Client | None = None  # for token realms on other hosts
         self.tokens: dict[tuple[str, str, str], tuple[str, float]] = {}
         self.scope_tokens: dict[str, str] = {}  # our scope -> the last token that worked
@@ -161,12 +156,12 @@ class Authorizer:
             raise RegistryError(f"{self.host}: invalid token realm {realm!r}") from err
         own_host = url.host == httpx.URL(self.base).host
         if url.scheme == "https":
-            if own_host or self.tls_verify:
+            if own_host or self.options.tls_verify:
                 return self.client
             if self.verified is None:  # --tls-verify=false is for the registry's host only
-                self.verified = transport.new_client(True, self.timeout, self.stall, realm)
+                self.verified = transport.new_client(True, self.options.stall_timeout, realm)
             return self.verified
-        if url.scheme == "http" and (not self.creds or (self.plain_http and own_host)):
+        if url.scheme == "http" and (not self.creds or (self.options.plain_http and own_host)):
             return self.client
         if url.scheme not in ("http", "https"):
             raise RegistryError(f"{self.host}: invalid token realm {realm!r}")

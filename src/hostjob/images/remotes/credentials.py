@@ -21,11 +21,11 @@ from __future__ import annotations
 import base64
 import json
 import os
+from typing import TYPE_CHECKING
 
 from hostjob import log
 from hostjob.images.errors import RegistryError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -89,12 +89,13 @@ def load_auths(path: str) -> dict[str, tuple[str, str]]:
     return out
 
 
-def find_credentials(domain: str, docker_config: str | None = None) -> tuple[str, str] | None:
-    """Credentials for a registry domain (``docker.io``, ``host:5000``) from config files."""
+def find_credentials(domain: str, authfile: str | None = None) -> tuple[str, str] | None:
+    """Credentials for a registry domain (``docker.io``, ``host:5000``) from ``authfile``,
+    else from the first of the usual auth files that has them."""
     keys = [domain]
     if domain in DOCKER_HUB_KEYS:
         keys = [_registry_key(k) for k in DOCKER_HUB_KEYS]
-    for path in [docker_config] if docker_config else config_paths():
+    for path in [authfile] if authfile else config_paths():
         auths = load_auths(path)
         for key in keys:
             if key in auths:
@@ -114,17 +115,20 @@ _CREDS_FLAGS = (b"--creds", b"-creds")
 _HIDDEN = b"***"
 
 
-def take_creds(value: str | None) -> str | None:
-    """``--creds``' value as the library takes it: ``-`` is the line read from stdin;
-    anything else is hidden from this process's command line first."""
+def take_creds(value: str | None) -> tuple[str, str] | None:
+    """``--creds``' value as the library takes it, ``(user, password)``: ``-`` is the
+    line read from stdin; anything else is hidden from this process's command line
+    first."""
+    if value is None:
+        return None
     if value == "-":
-        return read_creds()
+        return parse_creds(read_creds())
     if value and not hide_from_cmdline(value):
         log.warning(
             "--creds could not be hidden from /proc/PID/cmdline, where every local user"
             " reads it: use --creds - (stdin) or --authfile"
         )
-    return value
+    return parse_creds(value)
 
 
 def read_creds(fd: int = 0) -> str:

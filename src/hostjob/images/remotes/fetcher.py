@@ -9,11 +9,11 @@ store verifies every blob's size and digest before it is renamed into place.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from hostjob.images.errors import RegistryError
 from hostjob.images.remotes import transport
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.images import imagespec
     from hostjob.images.content import Writer

@@ -8,10 +8,11 @@ match). The manifest goes last, so the image appears whole or not at all.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hostjob.images.errors import DigestMismatch
 from hostjob.images.remotes import transport
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 

@@ -9,13 +9,13 @@ Transient answers (429, 5xx) and dropped connections are retried with backoff.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from hostjob.errors import HostjobError
 from hostjob.images import imagespec
 from hostjob.images.errors import DigestMismatch, RegistryError
 from hostjob.images.remotes import transport
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.images.remotes.session import Session
 

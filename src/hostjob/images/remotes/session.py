@@ -9,56 +9,35 @@ answer.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from hostjob.images.errors import RegistryError
 from hostjob.images.remotes import transport
 from hostjob.images.remotes.auth import Authorizer
-from hostjob.images.remotes.credentials import find_credentials, parse_creds
+from hostjob.images.remotes.credentials import find_credentials
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     import httpx
+
+    from hostjob.images.options import RegistryOptions
 
 
 class Session:
-    """One registry host. ``creds`` (``(user, pass)``) are looked up if not given."""
+    """One registry host, reached as ``options`` say; its credentials are the ones
+    given, else those filed under ``domain`` (else ``host``) in the auth files."""
 
-    def __init__(
-        self,
-        host: str,
-        *,
-        domain: str | None = None,
-        creds: tuple[str, str] | str | None = None,
-        tls_verify: bool = True,
-        plain_http: bool = False,
-        docker_config: str | None = None,
-        timeout: float = 60.0,
-        retries: int = transport.RETRIES,
-        stall_timeout: float | None = None,
-    ) -> None:
+    def __init__(self, host: str, options: RegistryOptions, *, domain: str | None = None) -> None:
         import httpx
 
         self.host = host
-        self.base = f"{'http' if plain_http else 'https'}://{host}"
+        self.base = f"{'http' if options.plain_http else 'https'}://{host}"
         self.origin = transport.origin(httpx.URL(self.base))
-        if isinstance(creds, str):
-            creds = parse_creds(creds)
+        creds = options.credentials
         if creds is None:
-            creds = find_credentials(domain or host, docker_config)
-        self.retries = retries
-        stall = transport.STALL_TIMEOUT if stall_timeout is None else stall_timeout
-        self.client = transport.new_client(tls_verify, timeout, stall, self.base)
-        self.auth = Authorizer(
-            host,
-            self.base,
-            self.client,
-            creds,
-            tls_verify=tls_verify,
-            plain_http=plain_http,
-            timeout=timeout,
-            stall=stall,
-        )
+            creds = find_credentials(domain or host, options.authfile)
+        self.retries = transport.RETRIES
+        self.client = transport.new_client(options.tls_verify, options.stall_timeout, self.base)
+        self.auth = Authorizer(host, self.base, self.client, creds, options)
 
     def close(self) -> None:
         self.client.close()

@@ -14,17 +14,16 @@ headers' too; ``WatchedTransport`` is httpx's transport over such a pool.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
 import httpcore
 import httpx
 
 from hostjob.images.errors import RegistryError, RegistryStalled
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ssl
     from collections.abc import Iterable
-    from typing import Any
 
 PROGRESS = 64 << 10  # bytes that count as progress
 PIECE = 16 << 10  # a write is sent in pieces this big, each given the time left

@@ -17,26 +17,24 @@ small answer into a huge one. Every connection keeps the stall deadline
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from hostjob.images.errors import ImageError, ImageNotFound, RegistryError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     import httpx
 
 CHUNK = 1 << 20
 ERROR_BODY_LIMIT = 64 << 10  # what an error's body may hold of the registry's message
 TOKEN_LIMIT = 1 << 20  # a token server's answer
-STALL_TIMEOUT = 60.0  # seconds a connection may go without progress
+TIMEOUT = 60.0  # seconds for one read or write, and at most for a connect (15 s)
 MAX_REDIRECTS = 10
 TRANSIENT = frozenset({429, 500, 502, 503, 504})  # retried, with backoff
 RETRIES = 5
 USER_AGENT = "hostjob"
 
 
-def new_client(
-    verify: bool, timeout: float, stall: float, proxy_for: str | None = None
-) -> httpx.Client:
+def new_client(verify: bool, stall: float, proxy_for: str | None = None) -> httpx.Client:
     """An httpx client that follows no redirect (the session does, by hand), sends for
     bodies as they are (no content coding), and whose connections fail after ``stall``
     seconds without progress. ``proxy_for`` is the URL whose proxy (``HTTPS_PROXY``
@@ -45,12 +43,10 @@ def new_client(
 
     from hostjob.images.remotes.stall import WatchedTransport
 
-    if not stall > 0:
-        raise RegistryError(f"the stall timeout must be more than 0 seconds, not {stall:g}")
     proxy = _env_proxy(proxy_for) if proxy_for else None
     return httpx.Client(
         transport=WatchedTransport(verify, stall, proxy),
-        timeout=httpx.Timeout(timeout, connect=min(timeout, 15.0)),
+        timeout=httpx.Timeout(TIMEOUT, connect=min(TIMEOUT, 15.0)),
         follow_redirects=False,
         headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
     )
