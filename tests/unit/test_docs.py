@@ -9,7 +9,9 @@ tests/integration/test_docs_examples.py):
   page lacks, or one the command lacks, fails, naming it;
 * every shell block of a user's page is an example (so that a test runs it), each example's
   ``after=`` names another example, and an output block follows an example;
-* every repository path, module and ``hostjob.*`` name the pages name exists.
+* every repository path, module and ``hostjob.*`` name the pages name exists;
+* no comment, docstring or page cites a document a reader of this repository lacks (a
+  section of a behaviour reference, an issue number): it states the rule instead.
 """
 
 from __future__ import annotations
@@ -256,3 +258,29 @@ def test_the_paths_a_page_names_exist(page: Path) -> None:
     assert not missing, f"{page.relative_to(REPO)} names files that do not exist: {missing}"
     assert not links, f"{page.relative_to(REPO)} links to nothing: {links}"
     assert not modules, f"{page.relative_to(REPO)} names modules that do not exist: {modules}"
+
+
+# --- citations -------------------------------------------------------------------------------
+
+CITATION = re.compile(r"SPEC §|§ ?\d|\b[Ii]ssues? \d+|\b[Ff]inding \d+")
+CITATION_TREES = ("src", "tests", "docs", "bench", "scripts", "demo", "bin", ".ci")
+
+
+def test_no_text_cites_a_document_the_reader_lacks() -> None:
+    files = [REPO / "README.md", REPO / "SECURITY.md"]
+    for tree in CITATION_TREES:
+        files += [
+            p for p in (REPO / tree).rglob("*") if p.is_file() and "__pycache__" not in p.parts
+        ]
+    found = []
+    for path in files:
+        if path == Path(__file__):
+            continue
+        try:
+            text = path.read_text()
+        except (UnicodeDecodeError, OSError):
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if CITATION.search(line):
+                found.append(f"{path.relative_to(REPO)}:{number}: {line.strip()[:80]}")
+    assert not found, "state the rule, not where it was written down:\n" + "\n".join(found)
