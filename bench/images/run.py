@@ -10,7 +10,7 @@ cgroupfs, no systemd, ulimits that fit this host, ``netns = "none"``) with its d
 runtime, runc (``--podman-runtime crun`` for crun). Both clients then start a fresh
 container that runs ``true`` and removes it, the image already local: rounds interleaved
 (the order alternates every round), warm-up rounds dropped. Prints the mean, median and
-minimum of each, and hostjob/podman (target: at most 0.3, issue 11).
+minimum of each, and hostjob/podman (target: at most 0.3).
 
 hostjob is ``--hostjob``, else ``$HOSTJOB_BIN``, else the ``hostjob`` beside this
 interpreter, else a wrapper running ``python -m hostjob`` on this tree's ``src/``. Its

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests import doc_blocks
 from tests.helpers import REPO
 
 from . import docker as harness_docker
@@ -26,10 +27,7 @@ DOC_BINARY = "/usr/local/bin/hostjob"
 
 def snippet(name: str) -> str:
     """The fenced block that follows ``<!-- snippet: name -->`` in the operators' guide."""
-    text = DOC.read_text()
-    match = re.search(rf"<!-- snippet: {re.escape(name)} -->\n```[a-z]*\n(.*?)```", text, re.S)
-    assert match, f"snippet {name!r} missing from {DOC}"
-    return match.group(1)
+    return doc_blocks.snippet(DOC, name)
 
 
 def hostjob_binary(compat_workdir: Path) -> str:

@@ -1,4 +1,4 @@
-"""What a Kubernetes pod needs of its job containers beyond the life cycle (SPEC §4).
+"""What a Kubernetes pod needs of its job containers beyond the life cycle.
 
 Containers created through the CRI run in bind mode by default: the kubelet's volumes are at
 their ``mountPath`` for the job's processes (the service-account token where in-cluster clients

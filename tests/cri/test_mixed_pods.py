@@ -1,4 +1,4 @@
-"""Mixed pods (SPEC §4): a job init container prepares the node, then a confined main
+"""Mixed pods: a job init container prepares the node, then a confined main
 container runs as an ordinary namespaced container, by runc, in the same pod.
 
 Both ways of saying which container is not a job container:

@@ -5,7 +5,7 @@ containerd 1.6 with hostjob as the runtime handler, and ends by deleting the pod
 order and checking that nothing is left: not in the CRI's or containerd's lists, snapshots or
 state dirs, not in hostjob's state root, no mount, no shim, no process, no cgroup.
 
-Containers created through the CRI run in bind mode unless the pod says otherwise (SPEC §4):
+Containers created through the CRI run in bind mode unless the pod says otherwise:
 the pods here that read their volumes under ``$CONTAINER_SANDBOX_MOUNT_POINT`` ask for host mode
 with the annotation ``io.hostjob.mount-mode: host``, so that both modes stay covered; the
 bind-mode behaviours a Kubernetes pod needs (volumes at their ``mountPath``, the in-cluster
@@ -42,7 +42,7 @@ from .kubelet import (
 MP = "$CONTAINER_SANDBOX_MOUNT_POINT"
 SH = f"{MP}/bin/sh"
 """The image's shell, the HostProcess way: the kubelet passes ``$VAR`` through, hostjob expands
-it (SPEC §6)."""
+it."""
 MiB = 1 << 20
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

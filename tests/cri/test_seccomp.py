@@ -1,4 +1,4 @@
-"""SPEC §2 ``linux.seccomp`` through containerd's CRI: a pod's ``seccompProfile`` --
+"""``linux.seccomp`` through containerd's CRI: a pod's ``seccompProfile`` --
 ``RuntimeDefault`` (the profile containerd generates) and ``Localhost`` (a file on the node) --
 is applied to the job container's processes, its init and ExecSync alike; ``Unconfined`` is no
 filter at all."""

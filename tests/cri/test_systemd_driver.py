@@ -1,4 +1,4 @@
-"""Pods on a systemd node: containerd's CRI with ``SystemdCgroup = true`` (issue 24).
+"""Pods on a systemd node: containerd's CRI with ``SystemdCgroup = true``.
 
 A kubelet with ``cgroupDriver: systemd`` makes its pod cgroups systemd slices, and containerd
 then hands the runtime ``<pod slice>:cri-containerd:<id>`` as the cgroups path, with

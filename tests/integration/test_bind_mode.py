@@ -1,4 +1,4 @@
-"""SPEC §4 bind mode: a private mount namespace that the host never sees."""
+"""Bind mode: a private mount namespace that the host never sees."""
 
 from __future__ import annotations
 
@@ -167,7 +167,7 @@ def test_bad_mode_refused(hj: Hostjob, bundle) -> None:
     assert "io.hostjob.mount-mode" in hj.fail("create", "-b", str(bundle(config)), new_id())
 
 
-# --- volumes under /dev, /proc and /sys (issue 13) ---------------------------------------------
+# --- volumes under /dev, /proc and /sys ----------------------------------------------------
 
 
 def wait_lines(path: Path, count: int, timeout: float = 30) -> list[str]:
@@ -264,7 +264,7 @@ def test_an_existing_target_under_sys_is_bound_for_the_job_only(
     assert sorted(os.listdir("/sys/firmware")) == before
 
 
-# --- propagation (issue 13) ---------------------------------------------------------------------
+# --- propagation ------------------------------------------------------------------------------
 
 
 def test_volume_propagation(hj: Hostjob, bundle, tmp_path: Path) -> None:

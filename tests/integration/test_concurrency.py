@@ -1,4 +1,4 @@
-"""Concurrency (issue 7, SPEC §7): commands on one ID are serialised, on different IDs
+"""Concurrency: commands on one ID are serialised, on different IDs
 they run in parallel, and races between verbs end in a consistent state."""
 
 from __future__ import annotations

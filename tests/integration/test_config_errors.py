@@ -142,7 +142,7 @@ def test_bad_flags(hj: Hostjob) -> None:
 
 
 def test_every_client_flag_is_accepted(hj: Hostjob, bundle, tmp_path: Path) -> None:
-    """The flags containerd, podman/conmon and CRI-O pass (SPEC §7)."""
+    """The flags containerd, podman/conmon and CRI-O pass to runc are accepted."""
     cid = new_id()
     b = bundle(base_config("sleep", "300"))
     pid = tmp_path / "pid"

@@ -1,4 +1,4 @@
-"""SPEC §9: hostjob killed with SIGKILL at any step leaves a container that `state`
+"""Crash safety: hostjob killed with SIGKILL at any step leaves a container that `state`
 describes and `delete --force` removes completely."""
 
 from __future__ import annotations

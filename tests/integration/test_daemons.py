@@ -1,4 +1,4 @@
-"""Host daemons from images (issue 14): `run -d IMAGE` under its watcher -- the CRI log
+"""Host daemons from images: `run -d IMAGE` under its watcher -- the CRI log
 and `logs` with each flag, rotation, exit status and OOM kills in `list`/`state`,
 `stop`, restart policies with their back-off, the job surviving its watcher's
 SIGKILL, `run -d --rm`, `generate systemd`, `stats` of every running container --

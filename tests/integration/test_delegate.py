@@ -1,4 +1,4 @@
-"""SPEC §4 mixed pods at the command line: a container whose annotations say it is not a job
+"""Mixed pods at the command line: a container whose annotations say it is not a job
 container is handed to a real OCI runtime -- runc, or the one ``HOSTJOB_DELEGATE_RUNTIME``
 names -- with hostjob's global flags and a state root of its own (``<root>/.delegate/<name>``);
 every later command on its ID goes there too, ``list`` shows both runtimes' containers, and

@@ -1,4 +1,4 @@
-"""exec: another process in the job, with the init's treatment (SPEC §6, §7)."""
+"""exec: another process in the job, with the init's treatment and runc's flags."""
 
 from __future__ import annotations
 

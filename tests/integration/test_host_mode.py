@@ -1,4 +1,4 @@
-"""SPEC §3/§4 host mode: the sandbox mount point, volume links, and a host left untouched."""
+"""Host mode: the sandbox mount point, volume links, and a host left untouched."""
 
 from __future__ import annotations
 
@@ -309,7 +309,7 @@ def test_relative_root_and_bind_source(hj: Hostjob, bundle, tmp_path: Path) -> N
 
 
 def test_readonly_rootfs_with_mount_point_and_volume(hj: Hostjob, bundle, tmp_path: Path) -> None:
-    """Regression (found by the mutated-config CLI test, issue 7): the volume link was made
+    """Regression (found by the mutated-config CLI test): the volume link was made
     through the bound mount point and removed through it at delete, which by then was
     read-only: delete --force failed with EROFS for ever and left the mount, the mount
     point and the link in the bundle's rootfs; a failed create reported that instead of

@@ -1,4 +1,4 @@
-"""Hostile input through the CLI (issue 7, SPEC §9): path traversal in IDs and image
+"""Hostile input through the CLI: path traversal in IDs and image
 references is refused, malformed configs get a one-line error and change nothing,
 a job never adopts a cgroup that holds other processes, state and store directories
 are not world-writable, and a non-root user is told what hostjob needs."""
@@ -336,7 +336,7 @@ def test_corrupt_state_file(hj: Hostjob, bundle, damage: str) -> None:
 
 
 def test_library_delete_by_id_of_a_corrupt_record(tmp_path: Path, bundle) -> None:
-    """Issue 12: the clean-up of a damaged record lived in the CLI; a program using the
+    """The clean-up of a damaged record is the library's, not the CLI's: a program using the
     library gets the same from ``Container.delete_by_id``: the job's processes killed,
     its cgroup and every parent hostjob made for it removed, the ID free again."""
     from hostjob import Container, ContainerNotFound, StateCorrupt

@@ -1,4 +1,4 @@
-"""SPEC §5 through the CLI on this host's real cgroups: limits the kernel enforces,
+"""The job through the CLI on this host's real cgroups: limits the kernel enforces,
 accounting, kill-all, pause/resume, update, ps, events, stats, and the end of the job."""
 
 from __future__ import annotations

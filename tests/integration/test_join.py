@@ -1,4 +1,4 @@
-"""The join (SPEC §5, issue 11): every process of a container -- the init of `run` and of
+"""The join: every process of a container -- the init of `run` and of
 `create`, and each `exec` -- is in the job's cgroup in every hierarchy before its first
 instruction. It is born in the cgroup2 cgroup by clone3(CLONE_INTO_CGROUP) and writes 0 to
 each v1 `tasks` file before it execs; forced onto the fallback (os.fork, cgroup.procs) it

@@ -1,4 +1,4 @@
-"""Leak check (issue 7): many lifecycles leave the host exactly as they found it.
+"""Leak check: many lifecycles leave the host exactly as they found it.
 
 * ``run`` cycles (bundle form; foreground run deletes the container at the end) and
   create/start/kill/delete cycles leave the mount table, every cgroup hierarchy, the

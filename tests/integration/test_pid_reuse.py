@@ -1,4 +1,4 @@
-"""Pid reuse (issue 7, SPEC §7): a container whose init died and whose pid number now
+"""Pid reuse: a container whose init died and whose pid number now
 belongs to another process is ``stopped``, and no verb ever signals that stranger."""
 
 from __future__ import annotations

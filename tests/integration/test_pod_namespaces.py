@@ -1,4 +1,4 @@
-"""SPEC §2 against the kernel: a pod's container asking for namespaces a job container cannot
+"""Against the kernel: a pod's container asking for namespaces a job container cannot
 give is refused at create; with ``io.hostjob.pod-namespaces: join`` it joins a real network
 namespace (``ip netns add``) and a sandbox's IPC and UTS namespaces -- its init and every
 exec -- while its files, processes and cgroup stay the host's."""

@@ -1,4 +1,4 @@
-"""SPEC §6 against real processes: environment, substitution, PATH, cwd, program, user,
+"""A process's start against real processes: environment, substitution, PATH, cwd, program, user,
 limits and privileges."""
 
 from __future__ import annotations
@@ -336,7 +336,7 @@ def test_setup_errors_name_the_file_or_setting(
     dropped: str,
     message: str,  # type: ignore[type-arg]
 ) -> None:
-    """Issue 10: a failed step of the child's set-up names the file or setting (as runc
+    """A failed step of the child's set-up names the file or setting (as runc
     does), not a bare `[Errno 13] Permission denied`. hostjob runs here without the
     capability the step needs (dropped from its bounding set by setpriv)."""
     config = base_config("true")

@@ -1,4 +1,4 @@
-"""SPEC §8: `hostjob run IMAGE` — config from the image and the flags, the overlay as the
+"""`hostjob run IMAGE` — config from the image and the flags, the overlay as the
 sandbox, the same lifecycle as a bundle, and nothing left behind with --rm."""
 
 from __future__ import annotations
@@ -161,7 +161,8 @@ def test_kept_container_until_delete(hj: Hostjob, image: str, store: str) -> Non
             os.unlink(host_file)
     state = hj.state(cid)
     assert state["status"] == "stopped"
-    # The image's labels are data (shown by `inspect`), never annotations (SPEC §2, §10).
+    # The image's labels are data (shown by `inspect`), never annotations: an image is not
+    # trusted to choose how it runs.
     assert "org.example.role" not in state["annotations"]
     assert (
         json.loads((hj.root / cid / "config.json").read_text())["process"]["cwd"]

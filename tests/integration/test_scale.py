@@ -1,4 +1,4 @@
-"""Scale (issue 7): many detached job containers at once; `list`, `state` and
+"""Scale: many detached job containers at once; `list`, `state` and
 `events --stats` stay fast, and hostjob keeps no resident process per container.
 
 20 containers normally, 200 with ``--long``. The timing bounds are loose (a loaded

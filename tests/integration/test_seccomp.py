@@ -1,4 +1,4 @@
-"""SPEC §2 ``linux.seccomp`` through the command line: every process of the job -- the init
+"""``linux.seccomp`` through the command line: every process of the job -- the init
 and each exec -- runs under the profile, with or without noNewPrivileges, as root or as a
 user; what the host's libseccomp cannot apply fails create and leaves nothing."""
 

@@ -175,7 +175,7 @@ def snapshot(top: str) -> dict[str, tuple[int, int, int, int]]:
     return out
 
 
-# --- hostjob's path-based code before issue 10 (the attacks must beat it) -------------------
+# --- hostjob's path-based code, before it walked fd-relative (the attacks must beat it) -----
 
 
 def path_based_remove_tree(path: str) -> None:

@@ -1,4 +1,4 @@
-"""An image's labels are data, never policy (issue 10, finding 1).
+"""An image's labels are data, never policy.
 
 A hostile image labels itself with the annotations that steer the runtime
 (inherit-user, the mount point and mode, hcsshim's keys). The same keys given by the

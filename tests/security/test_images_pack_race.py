@@ -1,4 +1,4 @@
-"""``pack`` of a directory another user can write (issue 10, finding 6).
+"""``pack`` of a directory another user can write.
 
 The owner of the tree races root's ``pack``: ``renameat2(RENAME_EXCHANGE)`` swaps a
 file with a symlink to a root-only canary, and a directory with a symlink to the

@@ -1,4 +1,4 @@
-"""Nothing of an image is a privilege for another local user (issue 10, finding 2).
+"""Nothing of an image is a privilege for another local user.
 
 An image may carry a setuid-root program and a device node anyone may open. Each test
 first shows the attack working where nothing stops it (the same files in an ordinary
@@ -65,7 +65,7 @@ def test_a_store_an_older_hostjob_left_open_is_closed_when_opened(
     Store(str(store_dir)).pull(image_of(privileged_tree, privileged_tree.parent))
     for directory in (store_dir, *store_dir.glob("*"), *store_dir.glob("*/*")):
         if directory.is_dir():
-            directory.chmod(0o755)  # what hostjob made before issue 10
+            directory.chmod(0o755)  # what hostjob made before the store was root's alone
     (program,) = glob.glob(f"{store_dir}/layers/sha256/*/diff/bin/id")
     assert as_nobody(RUN_AS_SETUID, program).stdout == "0\n", "the old store: root for all"
     hj_open.ok("images", "--store", str(store_dir))  # any command that opens the store

@@ -1,4 +1,4 @@
-"""Registry credentials go only where they belong (issue 10, finding 5).
+"""Registry credentials go only where they belong.
 
 Stub registries on 127.0.0.1 whose 401 challenge names a token realm of their
 choosing (plain HTTP, another host), or which redirect to another host that

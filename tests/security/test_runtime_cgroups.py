@@ -1,4 +1,4 @@
-"""Finding 7 (issue 10): cgroups hostjob did not make, and `unified` core files.
+"""Cgroups hostjob did not make, and `unified` core files.
 
 A job container owns its cgroup: teardown kills everything in it and removes it. So
 a ``linux.cgroupsPath`` naming a cgroup that exists already (made by someone else,

@@ -1,4 +1,4 @@
-"""Finding 3 (issue 10): `delete` in trees a container or another user can write.
+"""`delete` in trees a container or another user can write.
 
 Each test runs a racer, as an unprivileged user, that swaps a directory it can rename
 for a symlink to a canary outside (``renameat2(RENAME_EXCHANGE)``) while the

@@ -1,4 +1,4 @@
-"""Finding 8 (issue 10): `exec` into a bind-mode container joins its mount namespace.
+"""`exec` into a bind-mode container joins its mount namespace.
 
 It used to open ``/proc/<init pid>/ns/mnt`` by pid: if the init had exited and its pid
 had gone to another process, the exec joined that stranger's mount namespace. Now

@@ -1,4 +1,4 @@
-"""Finding 4 (issue 10): `exec --cwd` creating a missing working directory.
+"""`exec --cwd` creating a missing working directory.
 
 A container process running as an unprivileged user owns a directory on the way to
 the working directory and swaps a subdirectory for a symlink to a canary while the

@@ -1,4 +1,4 @@
-"""Finding 3 (issue 10), at create: what hostjob makes and mounts in trees others write.
+"""At create: what hostjob makes and mounts in trees others write, fd-relative.
 
 Bind mode mounts each volume at its destination inside the container's private mount
 namespace, after the rootfs is bound at the mount point: a destination below the mount

@@ -1,4 +1,4 @@
-"""Finding 3 (issue 10): tree removal in a tree someone else can write.
+"""Tree removal in a tree someone else can write.
 
 ``delete`` removes a container's writable layer and its state directory. A process
 that can still write there (through an fd into a lazily unmounted overlay, say)

@@ -1,4 +1,4 @@
-"""Error messages are one line that quotes hostile input harmlessly (issue 7)."""
+"""Error messages are one line that quotes hostile input harmlessly."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_json_path_with_a_newline_key() -> None:
 
 
 def test_an_unexpected_exception_is_one_line(monkeypatch, capsys) -> None:
-    """Issue 7: a bug in a command (here a ValueError, as os.stat raises for a NUL in a
+    """A bug in a command (here a ValueError, as os.stat raises for a NUL in a
     path) must still reach a client as one line and exit 1, not as a traceback."""
     from hostjob.cli import main
     from hostjob.cli.commands import state
@@ -81,7 +81,7 @@ def test_an_internal_error_keeps_its_traceback_in_debug_and_the_log(
 
 
 def test_pid_file_temp_never_writes_through_a_symlink(tmp_path, monkeypatch) -> None:
-    """Issue 7: the pid file's temp file lies in the caller's directory; a symlink
+    """The pid file's temp file lies in the caller's directory; a symlink
     planted at its name (here: the name it draws first) made root write the pid
     through it. Now a planted name is skipped, never followed."""
     import posix
@@ -117,7 +117,7 @@ def test_an_error_is_one_line_without_debug(tmp_path, monkeypatch, capsys) -> No
 
 
 def test_debug_shows_where_and_every_cause(tmp_path, monkeypatch, capsys) -> None:
-    """Issue 12: the errno and the failing call behind a one-line error."""
+    """``--debug`` shows the errno and the failing call behind a one-line error."""
     code, lines = _state_of_a_missing_container(tmp_path, monkeypatch, capsys, "--debug")
     assert code == 1
     assert lines[0] == "container does not exist"  # the line itself is unchanged
@@ -183,7 +183,7 @@ def test_cause_chain_follows_causes_and_context() -> None:
 
 
 def test_no_error_drops_its_cause() -> None:
-    """Issue 12: ``raise X(...) from None`` hid the errno and the failing call that
+    """Causes are kept: ``raise X(...) from None`` hid the errno and the failing call that
     ``--debug`` shows."""
     import ast
 

@@ -1,4 +1,4 @@
-"""SPEC §9 for images: a pull or import killed with SIGKILL mid-blob or mid-layer leaves
+"""Crash safety for images: a pull or import killed with SIGKILL mid-blob or mid-layer leaves
 the store consistent — no partial blob, layer or temp directory once the same image has
 been pulled again, and that pull works and verifies."""
 

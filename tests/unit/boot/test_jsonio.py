@@ -45,7 +45,7 @@ def test_bytes_and_bom() -> None:
 
 
 def test_lone_surrogates_are_refused() -> None:
-    """Issue 7 (fuzzing): an escaped unpaired surrogate ("\\udca4") parsed into a string
+    """Found by fuzzing: an escaped unpaired surrogate ("\\udca4") parsed into a string
     that no UTF-8 state file, path or environment can hold; create then died with a
     UnicodeEncodeError traceback while writing state.json."""
     for text in ('"\\ud800"', '{"\\udca4": 1}', '["a", {"b": ["\\udfff"]}]'):
@@ -56,7 +56,7 @@ def test_lone_surrogates_are_refused() -> None:
 
 
 def test_nul_characters_are_refused() -> None:
-    """Issue 7 (fuzzing): root.path "a\\u0000" reached os.stat, whose ValueError
+    """Found by fuzzing: root.path "a\\u0000" reached os.stat, whose ValueError
     ("embedded null byte") came out of create as a traceback."""
     for text in ('"a\\u0000b"', '{"\\u0000": 1}', '{"root": {"path": ["\\u0000"]}}'):
         with pytest.raises(ValueError, match="holds a NUL character"):
@@ -64,7 +64,7 @@ def test_nul_characters_are_refused() -> None:
 
 
 def test_syntax_errors_without_json_decoder_loaded() -> None:
-    """Regression (issue 7): in a fresh interpreter (every runtime command) the C scanner
+    """Regression: in a fresh interpreter (every runtime command) the C scanner
     found no json.decoder in sys.modules and failed with a SystemError on an unterminated
     string or a missing delimiter: create with a truncated config.json, and state/list/
     delete with a truncated state.json, printed a traceback."""

@@ -1,5 +1,5 @@
 """kill_all never signals a process that took the number of a job process that has
-exited between reading cgroup.procs and the signal (issue 7, pid reuse)."""
+exited between reading cgroup.procs and the signal (pid reuse)."""
 
 from __future__ import annotations
 

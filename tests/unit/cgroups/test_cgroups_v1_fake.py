@@ -413,7 +413,7 @@ def test_create_failure_removes_what_it_made(fake1: FakeCgroup1) -> None:
 def test_an_existing_cgroup_in_one_hierarchy_is_never_adopted(
     fake1: FakeCgroup1, hierarchy: str
 ) -> None:
-    """SPEC §10: create(exclusive=True) when the cgroup exists in a single hierarchy (a
+    """Never adopted: create(exclusive=True) when the cgroup exists in a single hierarchy (a
     named one included) raises CgroupExists; the directories this call made in the
     other hierarchies are removed again, the existing one is left as it was."""
     from hostjob.errors import CgroupExists

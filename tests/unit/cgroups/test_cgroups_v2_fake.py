@@ -205,7 +205,7 @@ def test_unified_keys(fake2: FakeCgroup2) -> None:
     "key", ["cgroup.procs", "cgroup.subtree_control", "cgroup.max.depth", "cgroup.kill"]
 )
 def test_unified_never_takes_cgroup_core_files(fake2: FakeCgroup2, spawn: Spawn, key: str) -> None:
-    """SPEC §10: `unified: {"cgroup.procs": PID}` would pull any process into the job
+    """Controller files only: `unified: {"cgroup.procs": PID}` would pull any process into the job
     (and have it killed with it); every cgroup.* file is refused, at create and at update,
     before anything is written."""
     victim = spawn()
@@ -250,7 +250,7 @@ def snapshot(top: str) -> dict[str, str]:
 
 
 def test_an_existing_cgroup_is_never_adopted(fake2: FakeCgroup2, spawn: Spawn) -> None:
-    """SPEC §10: create(exclusive=True) of a cgroup someone else made, empty or not,
+    """Never adopted: create(exclusive=True) of a cgroup someone else made, empty or not,
     raises CgroupExists and leaves it as it was: nothing written, killed or removed."""
     os.makedirs(fake2.path("/hostjob"))
     fake2.populate(fake2.path("/hostjob"))

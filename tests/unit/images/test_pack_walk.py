@@ -1,5 +1,5 @@
 """pack's fd-relative walk: an entry swapped between the walk and the read is an error,
-never a file read through a symlink (issue 10, finding 6; the race itself is in
+never a file read through a symlink (the race itself is in
 tests/security/test_images_pack_race.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Routing containers that are not job containers to a real OCI runtime (SPEC §4, mixed pods):
+"""Routing containers that are not job containers to a real OCI runtime (mixed pods):
 the route in the state root, which runtime, which flags, the bundle the runtime is given.
 No root, no runtime run (tests/integration/test_delegate.py runs runc and crun)."""
 

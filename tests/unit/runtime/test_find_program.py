@@ -1,4 +1,4 @@
-"""SPEC §6 "Program": a bare name is the image's own program first (its ``PATH`` under the
+"""The program: a bare name is the image's own program first (its ``PATH`` under the
 mount point, symlinks resolved inside it), then the host's; on a tmp tree, as the child finds
 it after its identity switch."""
 

@@ -1,4 +1,4 @@
-"""SPEC §6 rules as pure functions."""
+"""How a process starts (environment, PATH, cwd, program, user), as pure functions."""
 
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def test_numeric_user_without_passwd_entry() -> None:
     )
 
 
-# --- Program (SPEC §6): found as the child will find it -------------------------------------
+# --- Program: found as the child will find it ----------------------------------------------
 
 
 def executable(path: Path, mode: int = 0o755) -> Path:
@@ -162,7 +162,7 @@ def test_a_directory_or_a_non_executable_is_a_start_error(tmp_path: Path) -> Non
         resolve.find_program(str(tmp_path / "gone"), "/", "", MP)
 
 
-# --- User (SPEC §6) ---------------------------------------------------------------------
+# --- User ------------------------------------------------------------------------------
 
 
 def test_a_user_name_is_resolved_through_the_hosts_passwd() -> None:
@@ -200,7 +200,7 @@ def test_inherit_mode_keeps_the_launchers_credentials() -> None:
     assert (creds.uid, creds.gid) == (os.getuid(), os.getgid())
 
 
-# --- A converted config, planned (SPEC §6 end to end, no fork) ----------------------------
+# --- A converted config, planned (end to end, no fork) ------------------------------------
 
 
 def test_plan_of_a_converted_config() -> None:

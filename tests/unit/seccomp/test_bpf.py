@@ -1,4 +1,4 @@
-"""SPEC §2 ``linux.seccomp``: the profile checked (pure), compiled by the host's libseccomp,
+"""``linux.seccomp``: the profile checked (pure), compiled by the host's libseccomp,
 and -- in a forked child that sets no_new_privs, no root needed -- applied by the kernel."""
 
 from __future__ import annotations

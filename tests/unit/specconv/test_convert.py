@@ -1,7 +1,7 @@
-"""The one conversion step (hostjob.specconv.convert), rule by rule: SPEC §2 (honoured, ignored
-with one warning, refused), §3 (the sandbox mount point), §4's volumes, §5's
-``windows.resources`` mapping laid over ``linux.resources``, §6 as far as the config
-decides it, and ``merge_resources``. Pure: no file, no host, no root."""
+"""The one conversion step (hostjob.specconv.convert), rule by rule: fields honoured, ignored
+(in one warning line) or refused; the sandbox mount point; volumes; hcsshim's
+``windows.resources`` mapping laid over ``linux.resources``; a process's start as far as the
+config decides it, and ``merge_resources``. Pure: no file, no host, no root."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def refused(config: dict[str, Any], path: str, words: str = "") -> ConfigError:
     return caught.value
 
 
-# --- §2 honoured --------------------------------------------------------------------------
+# --- honoured -----------------------------------------------------------------------------
 
 
 def test_the_base_config_converts_without_a_word(logged: list[tuple[str, str]]) -> None:
@@ -191,7 +191,7 @@ def test_bad_hooks_are_refused(hook: dict[str, Any], path: str) -> None:
     refused(base_config(hooks={"prestart": [hook]}), path)
 
 
-# --- §2 ignored: one warning line naming them all -------------------------------------------
+# --- ignored: one warning line naming them all ----------------------------------------------
 
 IGNORED = [
     ("hostname", {"hostname": "h"}),
@@ -264,7 +264,7 @@ def test_empty_ignored_fields_say_nothing(logged: list[tuple[str, str]]) -> None
     assert logged == []
 
 
-# --- §2 refused ------------------------------------------------------------------------------
+# --- refused ---------------------------------------------------------------------------------
 
 
 def test_sysctl_is_refused() -> None:
@@ -286,7 +286,7 @@ def test_hyperv_with_a_job_container_is_refused() -> None:
     convert(base_config(windows={"hyperv": {}}))  # without jobContainer: nothing to refuse
 
 
-# --- §2 annotations ---------------------------------------------------------------------------
+# --- annotations ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -337,7 +337,7 @@ def test_cri_containers_default_to_bind_mode(annotations: dict[str, str], mode: 
     assert job.mount_point == ("/hpc" if mode == "bind" else job.rootfs)
 
 
-# --- §2 operator defaults per runtime name (global flags) -------------------------------------
+# --- operator defaults per runtime name (global flags) ----------------------------------------
 
 MODE, POINT, INHERIT = (
     "io.hostjob.mount-mode",
@@ -399,7 +399,7 @@ def test_a_bad_default_is_refused_naming_its_flag() -> None:
     assert caught.value.path == "--default-rootfs-mount-point"
 
 
-# --- §4 mixed pods: which containers are job containers ---------------------------------------
+# --- mixed pods: which containers are job containers ------------------------------------------
 
 NAME = "io.kubernetes.cri.container-name"
 JOB = "io.hostjob.job-container"
@@ -477,7 +477,7 @@ def test_a_real_sandboxs_namespaces_stay() -> None:
     assert confined_namespaces([ns("ipc"), ns("pid")], {"ipc", "pid"}) is None  # new already
 
 
-# --- §3 the sandbox mount point ---------------------------------------------------------------
+# --- the sandbox mount point ------------------------------------------------------------------
 
 
 def test_host_mode_without_a_mount_point_uses_the_rootfs() -> None:
@@ -543,7 +543,7 @@ def test_near_misses_are_fine(asked: str) -> None:
     assert validate_mount_point(asked, "x") == asked.replace("//", "/")
 
 
-# --- §4 volumes -------------------------------------------------------------------------------
+# --- volumes ----------------------------------------------------------------------------------
 
 
 def test_bind_mounts_become_volumes(logged: list[tuple[str, str]]) -> None:
@@ -641,7 +641,7 @@ def test_bad_bind_mounts_are_refused() -> None:
     refused(base_config(mounts=[{"type": "bind", "destination": "/x"}]), "mounts[0].source")
 
 
-# --- §5 windows.resources, laid over linux.resources ----------------------------------------
+# --- windows.resources, laid over linux.resources -------------------------------------------
 
 
 def test_windows_resources_are_mapped_with_the_hosts_cpus() -> None:
@@ -692,7 +692,7 @@ def test_unified_files_are_checked_at_conversion() -> None:
         refused(base_config(linux=linux), "linux.resources.unified")
 
 
-# --- §6 as far as the config decides it ------------------------------------------------------
+# --- how a process starts, as far as the config decides it -----------------------------------
 
 
 def test_args_must_name_a_program() -> None:

@@ -1,4 +1,4 @@
-"""windows.resources -> linux.resources, as SPEC §5 (and hcsshim) map them."""
+"""windows.resources -> linux.resources, as hcsshim maps them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §2: the namespaces a pod asks for are given (the host's, or joined) or refused with
+"""The namespaces a pod asks for are given (the host's, or joined) or refused with
 the pod fields to set, never dropped; other clients' are ignored."""
 
 from __future__ import annotations
