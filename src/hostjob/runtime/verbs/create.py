@@ -1,7 +1,7 @@
 """``create``: a job container's record, job cgroup, rootfs set-up and process, the
 process set up in its job and waiting for ``start`` (runc's ``create``; ``run`` shares
-it). ``Container.create`` and ``Container.create_from_config`` hand the new container's
-handle here.
+it). ``Container.create`` (``create_from_bundle``) and ``Container.create_from_config``
+(``create``) hand the new container's handle here.
 
 A module of its own, as youki keeps its builders apart from the container: the other
 verbs (``state``, ``start``, ``kill``, ``delete``) are whole commands of their own and
@@ -88,6 +88,25 @@ class CreateOptions:
         # --user auto: FIRST-LAST (the global --auto-user-range); None: the
         # environment's default, else the built-in one (``hostjob.runtime.users``).
         self.auto_user_range = auto_user_range
+
+
+def create_from_bundle(
+    container: Handle,
+    bundle: str,
+    *,
+    options: CreateOptions | None = None,
+    document: object = None,
+    defaults: dict[str, str] | None = None,
+) -> None:
+    """Create ``container`` (a handle with no record yet) from the bundle directory
+    ``bundle``: its ID checked, its config read and converted (``bundle.load_bundle``),
+    the process made; the child's handle is closed (the caller is not ``run``)."""
+    from hostjob.runtime.bundle import load_bundle
+    from hostjob.runtime.state_root import validate_id
+
+    validate_id(container.id)
+    job = load_bundle(bundle, container.id, document, defaults)
+    create(container, job, options=options).close()
 
 
 def create(
