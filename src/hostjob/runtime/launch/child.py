@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from hostjob.cgroups import Entry
     from hostjob.runtime.launch.plan import LaunchPlan
-    from hostjob.specconv.jobconfig import Hook
+    from hostjob.specconv.jobconfig import Hook, JobConfig
 
 READY = b"R"
 ERROR = b"E"
@@ -78,6 +78,20 @@ class ChildSetup:
         # run -d IMAGE: stdout and stderr are these FIFOs (their watcher reads them),
         # stdin is /dev/null (see ``_connect_stdio``).
         self.stdio: tuple[str, str] | None = None
+
+    def set_init_steps(self, job: JobConfig, hook_state: dict[str, Any]) -> None:
+        """What the config asks of a job's init in the child (create's, a restart's):
+        bind mode's mount namespace, the pod's namespaces, ``startContainer`` hooks."""
+        if job.mount_mode == "bind":
+            from hostjob.runtime.sandbox.namespace import enter_bind_namespace
+
+            self.enter_namespace = enter_bind_namespace(job)
+        if job.pod_namespaces:
+            from hostjob.runtime.sandbox.join import join_pod
+
+            self.join_pod = join_pod(job.pod_namespaces)
+        self.start_hooks = job.hooks_for("startContainer")
+        self.hook_state = hook_state
 
 
 def child_main(
@@ -169,8 +183,7 @@ def _open_fifo(fifo: str | None) -> int:
 
 
 def _become_user(plan: LaunchPlan) -> None:
-    """Into the working directory, then the target user's identity, umask and
-    ``noNewPrivileges``."""
+    """Into the working directory; the target user's identity, umask, noNewPrivileges."""
     # Into the working directory as root, as runc does: a user's mount point may lie
     # under a directory only root may enter (docker's data root is 0710). One the
     # user may enter and root may not (root squashed by NFS) is tried again as the user.

@@ -321,16 +321,7 @@ def _child_setup(
     listen = listen_fds()
     setup.listen_fds = listen
     setup.extra_fds = listen + options.preserve_fds
-    if job.mount_mode == "bind":
-        from hostjob.runtime.sandbox.namespace import enter_bind_namespace
-
-        setup.enter_namespace = enter_bind_namespace(job)
-    if job.pod_namespaces:
-        from hostjob.runtime.sandbox.join import join_pod
-
-        setup.join_pod = join_pod(job.pod_namespaces)
-    setup.start_hooks = job.hooks_for("startContainer")
-    setup.hook_state = container.hook_state(Status.CREATED, None)
+    setup.set_init_steps(job, container.hook_state(Status.CREATED, None))
     if options.daemon is not None:
         setup.stdio = _prepare_output(container, options.daemon)
     return setup
