@@ -148,7 +148,7 @@ cgroup2, v1 = sys.argv[1], sys.argv[2]
 # The wrapper itself: the child is born in the cgroup and may run Python at once.
 fd = os.open(cgroup2, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
 r, w = os.pipe()
-pid = linux.fork_into_cgroup(fd)
+pid = syscalls.fork_into_cgroup(fd)
 if pid == 0:
     with open("/proc/self/cgroup") as f:
         os.write(w, f.read().encode())
@@ -160,7 +160,7 @@ assert os.waitpid(pid, 0)[1] == 0
 # the parent unchanged.
 v1fd = os.open(v1, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
 try:
-    linux.fork_into_cgroup(v1fd)
+    syscalls.fork_into_cgroup(v1fd)
 except OSError as err:
     print("v1:", err.errno)
 

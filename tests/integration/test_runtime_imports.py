@@ -29,10 +29,9 @@ CLONE3_COMMANDS = ("create", "exec", "run")
 
 # What a runtime command may load of hostjob, by the role of each part (not by file
 # name): a command that only reads or signals a container loads the core of the runtime
-# (its record, handle, status, process identity) and, for a running one, the cgroup
-# paths; never what another verb does.
+# (its record, handle, status, process identity), its own verb's module and, for a
+# running one, the cgroup paths; never what another verb does.
 ROLES = {
-    "the verbs with work of their own": ("hostjob.runtime.verbs",),
     "process launch": ("hostjob.runtime.launch",),
     "the sandbox": ("hostjob.runtime.sandbox",),
     "the supervisor of run -d": ("hostjob.supervisor",),
@@ -46,10 +45,8 @@ ROLES = {
     ),
     "mountinfo": ("hostjob.linux.mountinfo", "hostjob.cgroups.hierarchy"),
     "delegation to another runtime": ("hostjob.runtime.delegate",),
-    "create's code": ("hostjob.runtime.verbs.create",),
 }
 READERS = (
-    "the verbs with work of their own",
     "process launch",
     "the sandbox",
     "the supervisor of run -d",
@@ -66,7 +63,6 @@ NOT_LOADED = {
     # an ended job's cgroup goes by rmdir (cgroups.remove_if_empty), without a manager
     # but when the killed init has not quite left it yet
     "delete": (
-        "create's code",
         "process launch",
         "the supervisor of run -d",
         "the image side",
@@ -74,14 +70,17 @@ NOT_LOADED = {
         "delegation to another runtime",
     ),
 }
+# The verb each runs (hostjob.runtime.verbs.<verb>): it loads that verb's module and no
+# other (`list` reads the state of each container).
+VERBS = "hostjob.runtime.verbs"
+OWN_VERB = {"start": "start", "state": "state", "kill": "kill", "list": "state", "delete": "delete"}
 # And how many of hostjob's modules with code each may load at most: a new one on their
 # path is a decision (raise the figure in the change that needs it). A package whose
-# __init__ is its docstring alone (hostjob.boot, hostjob.runtime, ...) is not counted: it
-# holds nothing to run (its import is the finder's fixed cost alone, ~0.04 M instructions
-# of a command's ~25 M).
-# delete's counts hostjob.runtime.state_root, which spares `delete --force` of an unknown
-# ID the record.
-MOST_MODULES = {"start": 21, "state": 20, "kill": 20, "list": 20, "delete": 26}
+# __init__ is its docstring alone (hostjob.boot, hostjob.runtime.verbs, ...) is not
+# counted: it holds nothing to run (its import is the finder's fixed cost alone, ~0.04 M
+# instructions of a command's ~25 M). Each counts its own verb's module; delete's counts
+# hostjob.runtime.state_root, which spares `delete --force` of an unknown ID the record.
+MOST_MODULES = {"start": 21, "state": 21, "kill": 21, "list": 21, "delete": 26}
 
 
 def holds_code(module: str) -> bool:
@@ -151,6 +150,10 @@ def test_lifecycle_imports(tmp_path: Path, bundle, hj) -> None:
         if argv[0] in CLONE3_COMMANDS:
             assert ("_ctypes" in modules) == bool(ALLOWED[argv[0]]), argv[0]
         ours = {m for m in modules if m.startswith("hostjob")}
+        if argv[0] in OWN_VERB:
+            own = f"{VERBS}.{OWN_VERB[argv[0]]}"
+            others = sorted(m for m in ours if m.startswith(f"{VERBS}.") and m != own)
+            assert others == [], f"{argv[0]} loads another verb's module: {others}"
         for role in NOT_LOADED.get(argv[0], ()):
             loaded = sorted(m for m in ours if m.startswith(ROLES[role]))
             assert loaded == [], f"{argv[0]} loads {role}: {loaded}"

@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from hostjob import cgroups
+from hostjob.cgroups import driver
 from hostjob.cgroups.driver import open_manager
 from hostjob.errors import CgroupExists, ConfigError
 from hostjob.runtime.container import Container
-from hostjob.runtime.verbs import create as create_module
 from hostjob.spec.resources import Resources
 from tests.helpers import CGROUP_V2, Hostjob, base_config, new_id, proc_cgroup
 from tests.unit.cgroups.fakefs import FakeCgroup2
@@ -158,7 +158,7 @@ def test_a_cgroup_made_between_the_check_and_the_mkdir_is_not_adopted(
     is skipped). The mkdir finds it, the create fails with CgroupExists, and the
     clean-up of the failed create neither kills its process nor removes it."""
     victim = foreign.add_process()
-    monkeypatch.setattr(create_module, "_refuse_existing_cgroup", lambda path, manager: None)
+    monkeypatch.setattr(driver, "refuse_existing", lambda path, manager: None)
     b = _bundle_with_path(bundle, foreign.path)
     cid = new_id("sec")
     with pytest.raises(CgroupExists, match=r"already exists"):

@@ -14,8 +14,9 @@ dependency, and a type named from above is a dependency on what is above):
 
   and inside the runtime, by who reads each part:
 
-    status, proc <- record <- bundle <- launch, sandbox <- handle <- start
-      <- verbs, delegate <- container (the public façade, which nothing below imports);
+    status, proc <- record <- bundle <- launch, sandbox <- handle
+      <- verbs (a module per verb), delegate <- container (the public façade, one
+      call into a verb a method, which nothing below imports);
 
 * no module reads another object's ``_private`` attribute: what another module needs is
   public (the object's own methods, ``self``/``cls``, are its business; a standard
@@ -60,11 +61,10 @@ LAYERS: dict[str, tuple[int, int]] = {
     "hostjob.runtime.launch": (5, 3),
     "hostjob.runtime.sandbox": (5, 3),
     "hostjob.runtime.handle": (5, 4),
-    "hostjob.runtime.start": (5, 5),
-    "hostjob.runtime.verbs": (5, 6),
-    "hostjob.runtime.delegate": (5, 6),
-    "hostjob.runtime.container": (5, 7),
-    "hostjob.runtime": (5, 7),  # the package itself (its docstring only)
+    "hostjob.runtime.verbs": (5, 5),
+    "hostjob.runtime.delegate": (5, 5),
+    "hostjob.runtime.container": (5, 6),
+    "hostjob.runtime": (5, 6),  # the package itself (its docstring only)
     "hostjob.supervisor": (6, 0),
     "hostjob.images": (7, 0),
     "hostjob.cli": (8, 0),
@@ -256,6 +256,26 @@ def test_nothing_in_the_runtime_imports_its_facade() -> None:
         if imp.target == FACADE and imp.source.startswith("hostjob.runtime.")
     ]
     assert not back, "the runtime imports its façade:\n" + "\n".join(map(repr, back))
+
+
+# The verbs one verb's module may import: ``run`` is create, start and delete in one
+# process, and a failed create tears down as delete does; every other verb stands alone,
+# so that its command loads no other verb's code (``kill`` never loads ``create``).
+VERBS = "hostjob.runtime.verbs"
+VERB_USES = {"run": {"create", "start", "delete"}, "create": {"delete"}}
+
+
+def test_a_verb_imports_no_other_verb_but_those_it_is_made_of() -> None:
+    verbs = [m for m in MODULES if m.startswith(f"{VERBS}.")]
+    assert {f"{VERBS}.{v}" for v in ("start", "state", "kill", "pause", "update")} <= set(verbs)
+    crossing = [
+        imp
+        for imp in ALL_IMPORTS
+        if imp.source in verbs
+        and imp.target.startswith(f"{VERBS}.")
+        and imp.target.rpartition(".")[2] not in VERB_USES.get(imp.source.rpartition(".")[2], ())
+    ]
+    assert not crossing, "a verb imports another:\n" + "\n".join(map(repr, crossing))
 
 
 def test_only_the_cli_and_the_public_api_import_the_image_side() -> None:

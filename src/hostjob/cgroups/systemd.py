@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import posix
 
+from hostjob import log
 from hostjob.errors import CgroupError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
+    from hostjob.cgroups import Manager
     from hostjob.cgroups.dbus import Connection
     from hostjob.spec.resources import Resources
 
@@ -57,6 +60,16 @@ def unavailable(version: int) -> str | None:
     if version != 2:
         return "the systemd cgroup driver needs the unified cgroup hierarchy (cgroup v2)"
     return None
+
+
+def usable(version: int) -> bool:
+    """Whether ``--systemd-cgroup`` makes a new job a systemd scope on this host; where it
+    cannot, the path is mapped onto cgroupfs, and a warning says why."""
+    why = unavailable(version)
+    if why is not None:
+        log.warning(f"--systemd-cgroup: {why}; the job's cgroup is made on cgroupfs")
+        return False
+    return True
 
 
 def unit_of(path: str) -> tuple[str, str]:
@@ -189,6 +202,20 @@ def _wait_job(conn: Connection, job: str, what: str) -> None:
             if result != "done":
                 raise CgroupError(f"systemd could not {what} {unit}: the job's result is {result}")
             return
+
+
+def placer(
+    path: str, description: str, resources: Resources | None, manager: Manager
+) -> Callable[[int], None]:
+    """How a new job's forked init gets into its job under this driver: systemd starts
+    the scope with it, then what systemd has no property for is written to the cgroup."""
+
+    def place(pid: int) -> None:
+        rest = start(path, pid, description, resources)
+        if rest is not None and rest.to_json():
+            manager.update(rest)
+
+    return place
 
 
 def start(path: str, pid: int, description: str, resources: Resources | None) -> Resources | None:
@@ -361,3 +388,30 @@ def leave_unit_root(unit_cgroup: str) -> bool:
         posix.close(fd)
     with open(f"{directory}/cgroup.procs", "rb") as f:
         return not f.read().split()
+
+
+def job_path_in_unit(container_id: str) -> str | None:
+    """A new job's cgroup inside the systemd unit that runs this command, where the unit
+    delegates its cgroup (a generated unit, or ``systemd-run -p Delegate=yes``): then
+    ``journalctl -u UNIT`` shows the job's output (journald files each line under the
+    writer's cgroup) and ``systemctl status UNIT`` its processes. None elsewhere."""
+    unit = unit_cgroup()
+    if unit is None:
+        return None
+    if not delegates(unit):
+        # A session's scope is no service's output; a service whose output is not the
+        # journal (cron's pipe, a file) loses nothing either.
+        if unit.endswith(".service") and writes_to_journal():
+            log.warning(
+                f"the systemd unit of {unit} does not delegate its cgroup (Delegate=yes):"
+                " the job's cgroup is made outside it, and journalctl -u will not show"
+                " its output"
+            )
+        return None
+    if not leave_unit_root(unit):
+        log.warning(
+            f"the systemd unit's cgroup {unit} holds other processes than hostjob: the"
+            " job's cgroup is made outside it, and journalctl -u will not show its output"
+        )
+        return None
+    return f"{unit}/{container_id}"

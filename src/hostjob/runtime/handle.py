@@ -4,9 +4,9 @@ its job's cgroup, and its status, derived and never stored.
 Every verb loads the handle, locks it, reloads the record, asks a predicate of
 ``hostjob.runtime.status`` whether the move is legal, acts, and persists the new record.
 Like runc, the status comes from the init process (pid + start time), the ``exec.fifo``
-(present until ``start``) and the job's freezer. The verbs with work of their own
-(``hostjob.runtime.verbs``) take a handle; ``hostjob.runtime.container.Container``, the
-public façade, is one. Nothing here imports a verb, and no verb imports the façade.
+(present until ``start``) and the job's freezer. The verbs (``hostjob.runtime.verbs``,
+a module each) take a handle; ``hostjob.runtime.container.Container``, the public
+façade, is one. Nothing here imports a verb, and no verb imports the façade.
 """
 
 from __future__ import annotations

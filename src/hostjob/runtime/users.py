@@ -94,6 +94,19 @@ def allocate(store: StateStore, container_id: str, span: tuple[int, int]) -> int
     )
 
 
+def assign(store: StateStore, record: Record, span: tuple[int, int]) -> None:
+    """``--user auto`` for the container of ``record``: a uid (and the same gid) of its
+    own, no groups. Picked under the state root's lock with every other record read, and
+    recorded before the lock goes: the record holds it until delete removes the record."""
+    process = record.config.process
+    with store.lock_shared_paths():
+        number = allocate(store, record.id, span)
+        process.uid = process.gid = number
+        process.additional_gids = []
+        process.username = None
+        store.write(record)
+
+
 def _others(store: StateStore, container_id: str) -> list[Record]:
     records = []
     for other in store.ids():

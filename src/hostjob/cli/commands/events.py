@@ -7,7 +7,6 @@ import sys
 from hostjob.boot import jsonio
 from hostjob.cli.args import FLAG, VALUE, Command, Option
 from hostjob.runtime.container import Container
-from hostjob.runtime.verbs.events import events
 from hostjob.units import parse_duration
 
 TYPE_CHECKING = False
@@ -29,7 +28,7 @@ COMMAND = Command(
 
 def run(args: Args, ctx: Context) -> int:
     container = Container.load(args.container_id, root=ctx.root)
-    for event in events(container, parse_duration(args.interval), once=args.stats):
+    for event in container.events(parse_duration(args.interval), once=args.stats):
         sys.stdout.write(jsonio.dumps(event) + "\n")
         sys.stdout.flush()
     return 0

@@ -25,11 +25,9 @@ COMMAND = Command(
 def run(args: Args, ctx: Context) -> int:
     if args.format not in ("table", "json"):
         raise InvalidArgument(f"invalid format option: {args.format}")
-    pids = Container.load(args.container_id, root=ctx.root).pids()
+    container = Container.load(args.container_id, root=ctx.root)
     if args.format == "json":
-        print(jsonio.dumps(pids))
+        print(jsonio.dumps(container.pids()))
         return 0
-    from hostjob.runtime.verbs.ps import ps_table
-
-    print(ps_table(pids, args.ps_args or ["-ef"]), end="")
+    print(container.ps(args.ps_args or ["-ef"]), end="")
     return 0

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from hostjob.cgroups import Entry
     from hostjob.runtime.launch.plan import LaunchPlan
-    from hostjob.specconv.jobconfig import Hook
+    from hostjob.specconv.jobconfig import Hook, JobConfig
 
 READY = b"R"
 ERROR = b"E"
@@ -79,16 +79,51 @@ class ChildSetup:
         # stdin is /dev/null (see ``_connect_stdio``).
         self.stdio: tuple[str, str] | None = None
 
+    def set_init_steps(self, job: JobConfig, hook_state: dict[str, Any]) -> None:
+        """What the config asks of a job's init in the child (create's, a restart's):
+        bind mode's mount namespace, the pod's namespaces, ``startContainer`` hooks."""
+        if job.mount_mode == "bind":
+            from hostjob.runtime.sandbox.namespace import enter_bind_namespace
+
+            self.enter_namespace = enter_bind_namespace(job)
+        if job.pod_namespaces:
+            from hostjob.runtime.sandbox.join import join_pod
+
+            self.join_pod = join_pod(job.pod_namespaces)
+        self.start_hooks = job.hooks_for("startContainer")
+        self.hook_state = hook_state
+
 
 def child_main(
     setup: ChildSetup, report_fd: int, release_fd: int, in_unified: bool, placed_fd: int = -1
 ) -> None:
+    """The child's set-up, step by step, ending in ``execve`` (or an exception, which
+    ``spawn`` reports on the pipe before ``os._exit``). Every step names what it did
+    when it fails (runc names the file or setting)."""
     # The job first: every later step, and every process the program starts, is in it.
     if placed_fd >= 0 and not posix.read(placed_fd, 1):  # placed from outside (systemd)
         raise StartError("the runtime could not put the container process into its job")
     setup.entry.join(unified=not in_unified)
-
     plan = setup.plan
+    _keep_fds(setup, report_fd, release_fd, placed_fd)
+    _start_session(setup)
+    _set_limits(plan)
+    if setup.join_pod is not None:
+        setup.join_pod()
+    if setup.enter_namespace is not None:
+        setup.enter_namespace()
+    if plan.create_cwd and not paths.isdir(plan.cwd):
+        _make_cwd(plan.cwd, plan.user.uid, plan.user.gid, plan.mount_point)
+    fifo_fd = _open_fifo(setup.fifo)
+    _become_user(plan)
+    program, env = _program_and_env(setup)
+    posix.write(report_fd, READY)
+    _exec_once_started(setup, program, env, fifo_fd, release_fd)
+
+
+def _keep_fds(setup: ChildSetup, report_fd: int, release_fd: int, placed_fd: int) -> None:
+    """Close every fd but stdio, the runtime's pipes and the fds passed on; a watched
+    container's stdio is connected here."""
     keep = {0, 1, 2, report_fd, release_fd, *range(3, 3 + setup.extra_fds)}
     keep.discard(placed_fd)
     if isinstance(setup.console, int):
@@ -97,11 +132,14 @@ def child_main(
     if setup.stdio is not None:
         _connect_stdio(*setup.stdio)
 
-    # Every step names what it did when it fails (runc names the file or setting).
+
+def _start_session(setup: ChildSetup) -> None:
+    """A session of its own and, with ``terminal``, the pty as its controlling terminal."""
     try:
         posix.setsid()
     except OSError as err:
         raise StartError(f"cannot start a new session (setsid): {err.strerror}") from err
+    plan = setup.plan
     if plan.terminal:
         if setup.console is None:
             raise StartError("terminal is true but no console socket was given")
@@ -114,6 +152,10 @@ def child_main(
             raise StartError(
                 f"cannot set up the terminal (console socket{where}): {_reason(err)}"
             ) from err
+
+
+def _set_limits(plan: LaunchPlan) -> None:
+    """``oomScoreAdj`` and the rlimits."""
     if plan.oom_score_adj is not None:
         _write_setting(
             "/proc/self/oom_score_adj", str(plan.oom_score_adj), f"oomScoreAdj {plan.oom_score_adj}"
@@ -127,21 +169,21 @@ def child_main(
                 f"cannot set rlimit {_rlimit_name(number)} to soft {_limit(soft)},"
                 f" hard {_limit(hard)}: {reason}"
             ) from err
-    if setup.join_pod is not None:
-        setup.join_pod()
-    if setup.enter_namespace is not None:
-        setup.enter_namespace()
-    if plan.create_cwd and not paths.isdir(plan.cwd):
-        _make_cwd(plan.cwd, plan.user.uid, plan.user.gid, plan.mount_point)
-    # The fifo's read end, opened while still root (the state directory is 0700);
-    # non-blocking, so the open itself does not wait for ``start``.
-    fifo_fd = -1
-    if setup.fifo:
-        try:
-            fifo_fd = posix.open(setup.fifo, posix.O_RDONLY | posix.O_NONBLOCK | posix.O_CLOEXEC)
-        except OSError as err:
-            raise StartError(f"cannot open the exec fifo {setup.fifo}: {_reason(err)}") from err
 
+
+def _open_fifo(fifo: str | None) -> int:
+    """The exec fifo's read end (-1: none), opened while still root (the state directory
+    is 0700); non-blocking, so the open itself does not wait for ``start``."""
+    if not fifo:
+        return -1
+    try:
+        return posix.open(fifo, posix.O_RDONLY | posix.O_NONBLOCK | posix.O_CLOEXEC)
+    except OSError as err:
+        raise StartError(f"cannot open the exec fifo {fifo}: {_reason(err)}") from err
+
+
+def _become_user(plan: LaunchPlan) -> None:
+    """Into the working directory; the target user's identity, umask, noNewPrivileges."""
     # Into the working directory as root, as runc does: a user's mount point may lie
     # under a directory only root may enter (docker's data root is 0710). One the
     # user may enter and root may not (root squashed by NFS) is tried again as the user.
@@ -164,6 +206,12 @@ def child_main(
             raise StartError(
                 f"cannot set noNewPrivileges (prctl PR_SET_NO_NEW_PRIVS): {_reason(err)}"
             ) from err
+
+
+def _program_and_env(setup: ChildSetup) -> tuple[str, list[str]]:
+    """The program, found as the target user, and its environment; the fds passed on
+    (socket activation, ``--preserve-fds``) made inheritable."""
+    plan = setup.plan
     program = launch_plan.find_program(
         plan.args[0], plan.cwd, plan.path_value(), plan.mount_point, plan.image_path
     )
@@ -181,8 +229,15 @@ def child_main(
             raise StartError(
                 f"cannot pass fd {fd} to the process (LISTEN_FDS/--preserve-fds): {_reason(err)}"
             ) from err
+    return program, env
 
-    posix.write(report_fd, READY)
+
+def _exec_once_started(
+    setup: ChildSetup, program: str, env: list[str], fifo_fd: int, release_fd: int
+) -> None:
+    """After READY: wait for the start (the exec fifo's byte, or the release pipe's),
+    run ``startContainer`` hooks and exec the program."""
+    plan = setup.plan
     # What is left to do before the exec and does not wait for the start is done here,
     # off create's path (it returned at READY) and off start's (it waits for the exec):
     # while the caller goes from one to the other.

@@ -1,7 +1,7 @@
 """``create``: a job container's record, job cgroup, rootfs set-up and process, the
 process set up in its job and waiting for ``start`` (runc's ``create``; ``run`` shares
-it). ``Container.create`` and ``Container.create_from_config`` hand the new container's
-handle here.
+it). ``Container.create`` (``create_from_bundle``) and ``Container.create_from_config``
+(``create``) hand the new container's handle here.
 
 A module of its own, as youki keeps its builders apart from the container: the other
 verbs (``state``, ``start``, ``kill``, ``delete``) are whole commands of their own and
@@ -36,13 +36,13 @@ if TYPE_CHECKING:
     from typing import Any
 
     from hostjob import cgroups
-    from hostjob.runtime.launch.plan import Credentials
+    from hostjob.runtime.launch.child import ChildSetup
+    from hostjob.runtime.launch.plan import Credentials, LaunchPlan
     from hostjob.runtime.launch.spawn import Child
     from hostjob.runtime.sandbox.host import HostPlan
     from hostjob.runtime.sandbox.provider import RootfsProvider
+    from hostjob.seccomp.cache import Compiled
     from hostjob.specconv.jobconfig import DaemonConfig, JobConfig
-
-    Placer = Callable[[int], None]
 
 
 class CreateOptions:
@@ -90,6 +90,25 @@ class CreateOptions:
         self.auto_user_range = auto_user_range
 
 
+def create_from_bundle(
+    container: Handle,
+    bundle: str,
+    *,
+    options: CreateOptions | None = None,
+    document: object = None,
+    defaults: dict[str, str] | None = None,
+) -> None:
+    """Create ``container`` (a handle with no record yet) from the bundle directory
+    ``bundle``: its ID checked, its config read and converted (``bundle.load_bundle``),
+    the process made; the child's handle is closed (the caller is not ``run``)."""
+    from hostjob.runtime.bundle import load_bundle
+    from hostjob.runtime.state_root import validate_id
+
+    validate_id(container.id)
+    job = load_bundle(bundle, container.id, document, defaults)
+    create(container, job, options=options).close()
+
+
 def create(
     container: Handle,
     job: JobConfig,
@@ -101,20 +120,14 @@ def create(
     child's handle (for ``run``).
 
     ``release_by_pipe``: the caller starts the process itself (``start_child``),
-    as ``run`` does: no exec fifo is made, and the container reads as running."""
-    from hostjob import cgroups
-    from hostjob.cgroups.driver import open_manager
-    from hostjob.runtime.launch import plan as launch_plan
-    from hostjob.runtime.launch.child import ChildSetup
+    as ``run`` does: no exec fifo is made, and the container reads as running.
+
+    The steps run in this order, each host change recorded before it is made, so that
+    whatever a failure or a crash (at a fault point) leaves, ``delete --force`` undoes."""
     from hostjob.runtime.launch.spawn import spawn
-    from hostjob.units import rfc3339_nano
 
     options = options or CreateOptions()
-    store, container_id = container.store, container.id
-    given = job.cgroups_path
-    job.cgroups_path = cgroups.resolve_path(given, container_id, options.systemd_cgroup)
-    if not given and not options.systemd_cgroup and paths.isdir("/run/systemd/system"):
-        job.cgroups_path = _under_the_unit(container_id) or job.cgroups_path
+    _settle_cgroup_path(container.id, job, options)
     if job.process.terminal and options.console_socket is None:
         raise HostjobError("cannot allocate a tty without --console-socket")
     span = None
@@ -122,18 +135,84 @@ def create(
         from hostjob.runtime import users
 
         span = users.configured_range(options.auto_user_range)  # a bad range: nothing made
-    lock = store.create(container_id)  # first: a taken ID is "already exists"
+    store = container.store
+    lock = store.create(container.id)  # first: a taken ID is "already exists"
     try:
-        hierarchies = cgroups.detect()
-        manager = open_manager(job.cgroups_path, mounts=hierarchies)
-        _refuse_existing_cgroup(job.cgroups_path, manager)
-        scope = options.systemd_cgroup and _systemd_scope(hierarchies.version)
+        manager, scope = _open_cgroup(container, job, options)
     except BaseException:
-        store.remove(container_id)  # nothing else was made
+        store.remove(container.id)  # nothing else was made
         lock.release()
         raise
-    record = Record(
-        id=container_id,
+    child = None
+    written: list[str] = []  # the pid file, once written
+    try:
+        host_plan = _write_record(container, options, span)
+        faults.point("create:after-state-dir")
+        _make_cgroup(container, manager, scope)
+        faults.point("create:after-cgroup")
+        plan, compiled = _plan_process(container)
+        _prepare_rootfs(container, options, host_plan, plan.user)
+        faults.point("create:after-mount")
+        setup = _child_setup(container, options, plan, manager, scope, release_by_pipe)
+        points = [p for p in ("prestart", "createRuntime", "createContainer") if job.hooks_for(p)]
+        recorded = _recorder(container, options.pid_file, bool(points), written)
+        place = None
+        if scope:  # systemd starts the scope with the process in it
+            from hostjob.cgroups import systemd
+
+            description = f"hostjob container {container.id}"
+            place = systemd.placer(job.cgroups_path, description, job.resources, manager)
+        child = spawn(setup, after_fork=recorded, place=place)
+        faults.point("create:after-fork")
+        if points:
+            _run_create_hooks(container, points, child.pid)
+        faults.point("create:before-created")
+        if points:
+            _set_phase(container, PHASE_CREATED)
+        if compiled is not None:
+            compiled.keep()  # for the next create with this profile
+    except BaseException:
+        _tear_down(container, child, written)
+        raise
+    finally:
+        lock.release()
+    assert child is not None
+    return child
+
+
+def _settle_cgroup_path(container_id: str, job: JobConfig, options: CreateOptions) -> None:
+    """The job's cgroup path as the driver names it; with none given, inside the systemd
+    unit that runs this command where the unit delegates its cgroup."""
+    from hostjob import cgroups
+
+    given = job.cgroups_path
+    job.cgroups_path = cgroups.resolve_path(given, container_id, options.systemd_cgroup)
+    if not given and not options.systemd_cgroup and paths.isdir("/run/systemd/system"):
+        from hostjob.cgroups import systemd
+
+        job.cgroups_path = systemd.job_path_in_unit(container_id) or job.cgroups_path
+
+
+def _open_cgroup(
+    container: Handle, job: JobConfig, options: CreateOptions
+) -> tuple[cgroups.Manager, bool]:
+    """The job's cgroup manager on the hierarchies as they are now (a cgroup that is
+    there already is refused) and whether a systemd scope makes it; the record as it
+    will first be written."""
+    from hostjob import cgroups
+    from hostjob.cgroups.driver import open_manager, refuse_existing
+    from hostjob.units import rfc3339_nano
+
+    hierarchies = cgroups.detect()
+    manager = open_manager(job.cgroups_path, mounts=hierarchies)
+    refuse_existing(job.cgroups_path, manager)
+    scope = False
+    if options.systemd_cgroup:
+        from hostjob.cgroups import systemd
+
+        scope = systemd.usable(hierarchies.version)
+    container.record = Record(
+        id=container.id,
         pid=0,
         start_time=0,
         phase=PHASE_CREATING,
@@ -142,154 +221,167 @@ def create(
         config=job,
         undo=[],
         # Recorded before the mkdir, as undo entries are; a mkdir that finds the
-        # cgroup there already clears it again (see below).
+        # cgroup there already clears it again (``_make_cgroup``).
         cgroup=job.cgroups_path,
         cgroup_mounts=hierarchies.rows(),
         systemd_scope=scope or None,
         daemon=options.daemon,
         restarts=0 if options.daemon is not None else None,
     )
-    container.record = record
-    host_plan = None
-    child = None
-    written: list[str] = []  # the pid file, once written
-    try:
-        if options.rootfs is None and _host_setup_due(job):
-            from hostjob.runtime.sandbox.host import plan_host
-
-            # What the rootfs's set-up will record goes in this first write already.
-            host_plan = plan_host(job)
-            if host_plan is not None:
-                record.undo = list(host_plan.undo)
-        # The record comes first: whatever happens below, delete --force can undo it.
-        if span is None:
-            store.write(record)
-        else:
-            _allocate_user(container, span)
-        faults.point("create:after-state-dir")
-        try:
-            if scope:  # systemd makes the cgroup when it starts the scope, the init in it
-                manager.check(job.resources)
-            else:
-                manager.create(job.resources, exclusive=True)
-        except CgroupExists:
-            # Made by someone else since the check above: never ours to touch.
-            record.cgroup = ""
-            store.write(record)
-            raise
-        faults.point("create:after-cgroup")
-        compiled = None
-        if job.seccomp is not None:
-            from hostjob.seccomp import cache
-
-            compiled = cache.compiled(store.seccomp_cache(), job.seccomp)
-        plan = launch_plan.plan(job, job.process, compiled.program if compiled else None)
-        if plan.user.uid != 0 and not job.auto_user:
-            from hostjob.runtime import users
-
-            users.warn_if_shared(store, container_id, plan.user.uid)
-        _prepare_rootfs(container, options, host_plan, plan.user)
-        faults.point("create:after-mount")
-        fifo = None
-        if not release_by_pipe:
-            fifo = store.fifo(container_id)
-            # Only root may write the start byte (the process opens the read end as root).
-            posix.mkfifo(fifo, 0o600)
-        if plan.seccomp is not None:
-            from hostjob.seccomp import bpf
-
-            bpf.save(plan.seccomp, store.path(container_id, SECCOMP_NAME))
-        if options.rootfs is not None and plan.user.uid != 0:
-            store.open_for_user(container_id)
-        setup = ChildSetup(plan, cgroups.Entry([], None) if scope else manager.entry())
-        setup.fifo = fifo
-        setup.release_by_pipe = release_by_pipe
-        setup.console = options.console_socket
-        listen = listen_fds()
-        setup.listen_fds = listen
-        setup.extra_fds = listen + options.preserve_fds
-        if job.mount_mode == "bind":
-            from hostjob.runtime.sandbox.namespace import enter_bind_namespace
-
-            setup.enter_namespace = enter_bind_namespace(job)
-        if job.pod_namespaces:
-            from hostjob.runtime.sandbox.join import join_pod
-
-            setup.join_pod = join_pod(job.pod_namespaces)
-        setup.start_hooks = job.hooks_for("startContainer")
-        setup.hook_state = container.hook_state(Status.CREATED, None)
-        if options.daemon is not None:
-            setup.stdio = _prepare_output(container, options.daemon)
-        points = [p for p in ("prestart", "createRuntime", "createContainer") if job.hooks_for(p)]
-
-        pid_file = options.pid_file
-
-        def recorded(pid: int) -> None:
-            # One write while the child sets itself up: with no hooks to run it
-            # is created once its set-up succeeds (a failure undoes the record).
-            record.pid = pid
-            record.start_time = proc.start_time(pid) or 0
-            if not points:
-                record.phase = PHASE_CREATED
-            store.write(record)
-            # The pid file too (a client reads it once create has returned; a
-            # failed create removes it again).
-            if pid_file:
-                write_pid_file(pid_file, pid)
-                written.append(pid_file)
-
-        place = _scope_placer(container_id, job, manager) if scope else None
-        child = spawn(setup, after_fork=recorded, place=place)
-        faults.point("create:after-fork")
-        if points:
-            from hostjob.runtime.launch import hooks
-
-            state = container.hook_state(Status.CREATING, child.pid)
-            for point in points:
-                hooks.run_hooks(point, job.hooks_for(point), state)
-        faults.point("create:before-created")
-        if points:
-            record.phase = PHASE_CREATED
-            store.write(record)
-        if compiled is not None:
-            compiled.keep()  # for the next create with this profile
-    except BaseException:
-        for path in written:
-            remove_pid_file(path)
-        if child is not None:
-            child.close()
-        try:
-            from hostjob.runtime.verbs.delete import destroy
-
-            destroy(container, grace=0.0, run_poststop=False)
-        except (HostjobError, OSError) as cleanup:
-            # The create's own error is the one to report; the record stays, so
-            # delete --force can finish the teardown.
-            log.warning(f"cleanup after a failed create: {cleanup}")
-        if child is not None:
-            _reap_quietly(child.pid)
-        raise
-    finally:
-        lock.release()
-    assert child is not None
-    return child
+    return manager, scope
 
 
-def _allocate_user(container: Handle, span: tuple[int, int]) -> None:
-    """``--user auto``: a uid (and the same gid) of the container's own, no groups. Picked
-    under the state root's lock with every other record read, and recorded before the
-    lock goes: the record holds it until delete removes the record."""
-    from hostjob.runtime import users
-
-    store, record = container.store, container.record
+def _write_record(
+    container: Handle, options: CreateOptions, span: tuple[int, int] | None
+) -> HostPlan | None:
+    """The record comes first: whatever happens after it, delete --force can undo. What
+    the rootfs's set-up will record goes in this first write already (its plan)."""
+    record = container.record
     assert record is not None
-    process = record.config.process
-    with store.lock_shared_paths():
-        number = users.allocate(store, container.id, span)
-        process.uid = process.gid = number
-        process.additional_gids = []
-        process.username = None
-        store.write(record)
+    host_plan = None
+    if options.rootfs is None and _host_setup_due(record.config):
+        from hostjob.runtime.sandbox.host import plan_host
+
+        host_plan = plan_host(record.config)
+        if host_plan is not None:
+            record.undo = list(host_plan.undo)
+    if span is None:
+        container.store.write(record)
+    else:
+        from hostjob.runtime import users
+
+        users.assign(container.store, record, span)
+    return host_plan
+
+
+def _make_cgroup(container: Handle, manager: cgroups.Manager, scope: bool) -> None:
+    """The job's cgroup, with its limits."""
+    record = container.record
+    assert record is not None
+    try:
+        if scope:  # systemd makes the cgroup when it starts the scope, the init in it
+            manager.check(record.config.resources)
+        else:
+            manager.create(record.config.resources, exclusive=True)
+    except CgroupExists:
+        # Made by someone else since the check before: never ours to touch.
+        record.cgroup = ""
+        container.store.write(record)
+        raise
+
+
+def _plan_process(container: Handle) -> tuple[LaunchPlan, Compiled | None]:
+    """The process's plan (``launch.plan``) and its seccomp program, compiled or from
+    the cache (kept there once the create succeeds)."""
+    from hostjob.runtime.launch import plan as launch_plan
+
+    job, store = container.config, container.store
+    compiled = None
+    if job.seccomp is not None:
+        from hostjob.seccomp import cache
+
+        compiled = cache.compiled(store.seccomp_cache(), job.seccomp)
+    plan = launch_plan.plan(job, job.process, compiled.program if compiled else None)
+    if plan.user.uid != 0 and not job.auto_user:
+        from hostjob.runtime import users
+
+        users.warn_if_shared(store, container.id, plan.user.uid)
+    return plan, compiled
+
+
+def _child_setup(
+    container: Handle,
+    options: CreateOptions,
+    plan: LaunchPlan,
+    manager: cgroups.Manager,
+    scope: bool,
+    release_by_pipe: bool,
+) -> ChildSetup:
+    """What the forked process needs, and the files it opens: the exec fifo, the
+    seccomp program, a daemon's output FIFOs."""
+    from hostjob import cgroups
+    from hostjob.runtime.launch.child import ChildSetup
+
+    store, job = container.store, container.config
+    fifo = None
+    if not release_by_pipe:
+        fifo = store.fifo(container.id)
+        # Only root may write the start byte (the process opens the read end as root).
+        posix.mkfifo(fifo, 0o600)
+    if plan.seccomp is not None:
+        from hostjob.seccomp import bpf
+
+        bpf.save(plan.seccomp, store.path(container.id, SECCOMP_NAME))
+    if options.rootfs is not None and plan.user.uid != 0:
+        store.open_for_user(container.id)
+    setup = ChildSetup(plan, cgroups.Entry([], None) if scope else manager.entry())
+    setup.fifo = fifo
+    setup.release_by_pipe = release_by_pipe
+    setup.console = options.console_socket
+    listen = listen_fds()
+    setup.listen_fds = listen
+    setup.extra_fds = listen + options.preserve_fds
+    setup.set_init_steps(job, container.hook_state(Status.CREATED, None))
+    if options.daemon is not None:
+        setup.stdio = _prepare_output(container, options.daemon)
+    return setup
+
+
+def _recorder(
+    container: Handle, pid_file: str | None, hooks_due: bool, written: list[str]
+) -> Callable[[int], None]:
+    """What the parent does once it has forked the process: one write of the record
+    while the child sets itself up; with no hooks to run it is created once its set-up
+    succeeds (a failure undoes the record). And the pid file (a client reads it once
+    create has returned; a failed create removes it again: ``written``)."""
+
+    def recorded(pid: int) -> None:
+        record = container.record
+        assert record is not None
+        record.pid = pid
+        record.start_time = proc.start_time(pid) or 0
+        if not hooks_due:
+            record.phase = PHASE_CREATED
+        container.store.write(record)
+        if pid_file:
+            write_pid_file(pid_file, pid)
+            written.append(pid_file)
+
+    return recorded
+
+
+def _run_create_hooks(container: Handle, points: list[str], pid: int) -> None:
+    from hostjob.runtime.launch import hooks
+
+    state = container.hook_state(Status.CREATING, pid)
+    for point in points:
+        hooks.run_hooks(point, container.config.hooks_for(point), state)
+
+
+def _set_phase(container: Handle, phase: str) -> None:
+    record = container.record
+    assert record is not None
+    record.phase = phase
+    container.store.write(record)
+
+
+def _tear_down(container: Handle, child: Child | None, written: list[str]) -> None:
+    """After a failure at any step: the pid file, the process and whatever the record
+    says was made."""
+    for path in written:
+        remove_pid_file(path)
+    if child is not None:
+        child.close()
+    try:
+        from hostjob.runtime.verbs.delete import destroy
+
+        destroy(container, grace=0.0, run_poststop=False)
+    except (HostjobError, OSError) as cleanup:
+        # The create's own error is the one to report; the record stays, so
+        # delete --force can finish the teardown.
+        log.warning(f"cleanup after a failed create: {cleanup}")
+    if child is not None:
+        _reap_quietly(child.pid)
 
 
 def _prepare_rootfs(
@@ -371,77 +463,10 @@ def _adopt_shared_paths(container: Handle, targets: list[str]) -> None:
     container.record_change(*adopted)  # those not recorded yet, in one write
 
 
-def _under_the_unit(container_id: str) -> str | None:
-    """The job's cgroup inside the systemd unit that runs this command, where the unit
-    delegates its cgroup (a generated unit, or ``systemd-run -p Delegate=yes``): then
-    ``journalctl -u UNIT`` shows the job's output (journald files each line under the
-    writer's cgroup) and ``systemctl status UNIT`` its processes. None elsewhere."""
-    from hostjob.cgroups import systemd
-
-    unit = systemd.unit_cgroup()
-    if unit is None:
-        return None
-    if not systemd.delegates(unit):
-        # A session's scope is no service's output; a service whose output is not the
-        # journal (cron's pipe, a file) loses nothing either.
-        if unit.endswith(".service") and systemd.writes_to_journal():
-            log.warning(
-                f"the systemd unit of {unit} does not delegate its cgroup (Delegate=yes):"
-                " the job's cgroup is made outside it, and journalctl -u will not show"
-                " its output"
-            )
-        return None
-    if not systemd.leave_unit_root(unit):
-        log.warning(
-            f"the systemd unit's cgroup {unit} holds other processes than hostjob: the"
-            " job's cgroup is made outside it, and journalctl -u will not show its output"
-        )
-        return None
-    return f"{unit}/{container_id}"
-
-
-def _systemd_scope(version: int) -> bool:
-    """Whether ``--systemd-cgroup`` makes the job a systemd scope on this host; where it
-    cannot, the path is mapped onto cgroupfs, and a warning says why."""
-    from hostjob.cgroups import systemd
-
-    why = systemd.unavailable(version)
-    if why is not None:
-        log.warning(f"--systemd-cgroup: {why}; the job's cgroup is made on cgroupfs")
-        return False
-    return True
-
-
-def _scope_placer(container_id: str, job: JobConfig, manager: cgroups.Manager) -> Placer:
-    """How the forked init gets into its job under the systemd driver: systemd starts the
-    scope with it, then what systemd has no property for is written to the cgroup."""
-    from hostjob.cgroups import systemd
-
-    def place(pid: int) -> None:
-        description = f"hostjob container {container_id}"
-        rest = systemd.start(job.cgroups_path, pid, description, job.resources)
-        if rest is not None and rest.to_json():
-            manager.update(rest)
-
-    return place
-
-
 def _host_setup_due(job: JobConfig) -> bool:
     """Whether a host-mode rootfs has anything to bind, link or make read-only; else
     (containerd's default config) it is used where it is, and mounts is not loaded."""
     return job.mount_mode != "bind" and bool(job.bind_rootfs or job.volumes or job.readonly)
-
-
-def _refuse_existing_cgroup(path: str, manager: cgroups.Manager) -> None:
-    """A job owns its cgroup: teardown (a failed create, delete, kill --all) kills every
-    process in it and removes it. So the cgroup must be one hostjob makes for this
-    container: a cgroupsPath naming one that exists already, in any hierarchy (a
-    typo'd ``/system.slice``, another job's, an empty one someone prepared), is
-    refused before anything is made. runc adopts an existing empty cgroup; hostjob never
-    adopts, writes, kills or removes a cgroup it did not make for this container."""
-    found = [d for d in manager.dirs() if paths.isdir(d)]
-    if found:
-        raise CgroupExists(path, found[0], manager.pids())
 
 
 def listen_fds() -> int:

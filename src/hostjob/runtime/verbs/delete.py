@@ -1,8 +1,7 @@
 """``delete``: a job container's teardown -- its watcher, its process, its job cgroup,
 what its create changed on the host (the record's undo log, newest first), its state
-directory, then its ``poststop`` hooks (runc's ``delete``). ``Container.delete`` and
-``Container.delete_by_id`` hand the container's handle here. A failed ``create`` tears
-down the same way (``destroy``).
+directory, then its ``poststop`` hooks (runc's ``delete``). ``delete_by_id`` is the
+command's way in, from an ID; a failed ``create`` tears down the same way (``destroy``).
 
 A module of its own, as youki keeps each verb in one: ``state``, ``start`` and ``kill``
 load none of it.
@@ -13,17 +12,31 @@ from __future__ import annotations
 import posix
 
 from hostjob import faults, log
-from hostjob.errors import HookError, StateCorrupt
+from hostjob.errors import ContainerNotFound, HookError, StateCorrupt
 from hostjob.linux import signals
 from hostjob.runtime import proc, status
 from hostjob.runtime.handle import Handle, stop_grace
-from hostjob.runtime.record import PHASE_CREATED
+from hostjob.runtime.record import PHASE_CREATED, StateStore
 from hostjob.runtime.status import Status
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob import cgroups
-    from hostjob.runtime.record import StateStore
+
+
+def delete_by_id(container_id: str, *, root: str, force: bool = False) -> None:
+    """``delete`` of an ID, as runc's ``delete`` does it. With ``force``: an ID that is
+    not there is fine (clients delete to be sure), and a container whose record is
+    damaged is removed as far as its ID alone says (``remove_damaged``)."""
+    try:
+        delete(Handle.load(container_id, root=root), force=force)
+    except ContainerNotFound:
+        if not force:
+            raise
+    except StateCorrupt as err:
+        if not force:
+            raise
+        remove_damaged(StateStore(root), container_id, err)
 
 
 def remove_damaged(store: StateStore, container_id: str, err: StateCorrupt) -> None:

@@ -97,8 +97,11 @@ def process_for_exec(
     return process
 
 
-def exec_in_job(container: Handle, process: ProcessConfig, options: ExecOptions) -> int:
+def exec_in_job(
+    container: Handle, process: ProcessConfig, options: ExecOptions | None = None
+) -> int:
     """Start ``process`` in the running job of ``container``."""
+    options = options or ExecOptions()
     status.require_exec(container.id, container.status())
     record = container.record
     assert record is not None

@@ -1,4 +1,5 @@
-"""``ps`` as a table: ps(1)'s own output, reduced to the job's processes (as runc does).
+"""``ps``: the processes of a container's job, as a table: ps(1)'s own output, reduced to
+the job's processes (as runc does). Their pids alone are ``Handle.pids``.
 
 A row is the job's when the value in ps's PID column is one of the job's pids. That value
 is read where the column is -- ps right-aligns a number under its header -- not as the
@@ -10,6 +11,15 @@ where the PID column was.
 from __future__ import annotations
 
 from hostjob.errors import HostjobError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hostjob.runtime.handle import Handle
+
+
+def ps(container: Handle, ps_args: list[str]) -> str:
+    """The rows of ``ps ps_args`` that are the job's processes, under ps's header."""
+    return ps_table(container.pids(), ps_args)
 
 
 def ps_table(pids: list[int], ps_args: list[str]) -> str:

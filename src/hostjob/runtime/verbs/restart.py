@@ -52,16 +52,7 @@ def restart(container: Handle, stdio: tuple[str, str] | None = None) -> Child:
 
         setup = ChildSetup(launch_plan.plan(job, job.process), entry)
         setup.stdio = stdio
-        if job.mount_mode == "bind":
-            from hostjob.runtime.sandbox.namespace import enter_bind_namespace
-
-            setup.enter_namespace = enter_bind_namespace(job)
-        if job.pod_namespaces:
-            from hostjob.runtime.sandbox.join import join_pod
-
-            setup.join_pod = join_pod(job.pod_namespaces)
-        setup.start_hooks = job.hooks_for("startContainer")
-        setup.hook_state = container.hook_state(Status.CREATED, None)
+        setup.set_init_steps(job, container.hook_state(Status.CREATED, None))
         child = spawn(setup, place=place)
         record.pid = child.pid
         record.start_time = proc.start_time(child.pid) or 0

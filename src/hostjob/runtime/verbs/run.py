@@ -25,9 +25,9 @@ from hostjob.runtime.launch.foreground import (
     wait_attached,
 )
 from hostjob.runtime.record import StateStore
-from hostjob.runtime.start import start_child
 from hostjob.runtime.verbs.create import CreateOptions, create
 from hostjob.runtime.verbs.delete import delete
+from hostjob.runtime.verbs.start import start_child
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -3,10 +3,13 @@ is, never as the n-th word of a row (a process names itself as it likes)."""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from hostjob.errors import HostjobError
-from hostjob.runtime.verbs.ps import pid_at, pid_column_end
+from hostjob.runtime.verbs.ps import pid_at, pid_column_end, ps
+from tests.unit.runtime.verbs.conftest import MakeHandle
 
 # ps -o comm,pid,ppid: a stranger named "z 4242" (comm may hold spaces and digits)
 TABLE = [
@@ -52,3 +55,12 @@ def test_a_table_without_a_pid_column_is_refused() -> None:
     with pytest.raises(HostjobError, match="no PID column"):
         pid_column_end("COMMAND  PPID")
     assert pid_column_end("  PPID   PID") == 12  # PPID is not PID
+
+
+def test_a_job_whose_cgroup_hostjob_did_not_make_lists_no_process(
+    make_handle: MakeHandle, sleeper: subprocess.Popen[bytes]
+) -> None:
+    """Only a cgroup hostjob made for the container is read for its pids: the header alone."""
+    container = make_handle(sleeper.pid, fifo=True)
+    table = ps(container, ["-o", "pid,comm"]).splitlines()
+    assert len(table) == 1 and table[0].split() == ["PID", "COMMAND"]
