@@ -414,3 +414,21 @@ def test_the_top_level_holds_few_modules_of_its_own() -> None:
         if p.name not in ("__init__.py", "__main__.py")
     )
     assert len(top) <= MAX_TOP_LEVEL_MODULES, f"top-level modules: {top}"
+
+
+# --- function length ----------------------------------------------------------------------
+
+MAX_FUNCTION_LINES = 100
+
+
+def test_no_function_is_over_the_length_limit() -> None:
+    """A function longer than a screenful or two does several things: cut it at its
+    steps (a verb at its fault points, a child's set-up at what it sets up)."""
+    over = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    over.append(f"{module}.{node.name} ({path.name}:{node.lineno}): {lines}")
+    assert not over, f"functions over {MAX_FUNCTION_LINES} lines: {over}"
