@@ -23,8 +23,10 @@ client alone, unrelated to Debian's daemon) may come first on ``PATH``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -77,8 +79,19 @@ def docker_runtimes(runtimes: Sequence[harness.Runtime]) -> list[DockerRuntime]:
     return found
 
 
+@functools.cache
+def dockerd_version() -> tuple[int, int]:
+    """(major, minor) of Debian's dockerd: 20.10 (Debian 12), 26.1 (13), 28.5 (unstable)."""
+    out = harness.run([DOCKERD, "--version"], timeout=30, check=True).stdout
+    found = re.search(r"version (\d+)\.(\d+)", out)
+    if not found:
+        raise harness.HarnessError(f"cannot read dockerd's version from {out!r}")
+    return int(found.group(1)), int(found.group(2))
+
+
 def daemon_json(workdir: Path, runtimes: Sequence[DockerRuntime], cgroup_parent: str) -> dict:  # type: ignore[type-arg]
-    """The daemon's whole configuration (docs/operators.md shows its ``runtimes``)."""
+    """The daemon's whole configuration (docs/operators.md shows its ``runtimes``). dockerd
+    keeps an ID key only up to 24 (it refuses the key's option after)."""
     table: dict[str, dict[str, object]] = {}
     for r in runtimes:
         if r.name == "runc":
@@ -87,12 +100,13 @@ def daemon_json(workdir: Path, runtimes: Sequence[DockerRuntime], cgroup_parent:
         if r.mode == "bind":
             entry["runtimeArgs"] = ["--default-mount-mode=bind"]
         table[r.name] = entry
+    key = {"deprecated-key-path": str(workdir / "key.json")} if dockerd_version() < (24, 0) else {}
     return {
         "data-root": str(workdir / "data"),
         "exec-root": str(workdir / "exec"),
         "pidfile": str(workdir / "docker.pid"),
         "hosts": [f"unix://{workdir / 'docker.sock'}"],
-        "deprecated-key-path": str(workdir / "key.json"),
+        **key,
         "iptables": False,
         "ip-forward": False,
         "ip-masq": False,

@@ -450,15 +450,15 @@ class Node:
         """Where containerd, its CRI plugin and the runtime keep state for one container or
         sandbox ID."""
         d = self.containerd.dir
+        # the CRI's own dirs: its one plugin's up to 1.7; 2.x's runtime plugin keeps them
+        cri = ("io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime")
         return [
             self.runtime_root / cid,
             self.delegate_root / cid,
             d / "state" / "io.containerd.runtime.v2.task" / self.containerd.namespace / cid,
-            d / "state" / "io.containerd.grpc.v1.cri" / "sandboxes" / cid,
-            d / "state" / "io.containerd.grpc.v1.cri" / "containers" / cid,
-            d / "root" / "io.containerd.grpc.v1.cri" / "sandboxes" / cid,
-            d / "root" / "io.containerd.grpc.v1.cri" / "containers" / cid,
-        ]
+            *(d / top / plugin / kind / cid for top in ("state", "root") for plugin in cri
+              for kind in ("sandboxes", "containers")),
+        ]  # fmt: skip
 
     def snapshots(self) -> set[str]:
         out = self.containerd.ctr("snapshots", "ls", check=True).stdout.splitlines()[1:]
