@@ -4,14 +4,14 @@ podman 4.4 and later ship Quadlet, a systemd generator that turns
 ``/etc/containers/systemd/NAME.container`` into ``NAME.service`` at ``systemctl
 daemon-reload``: the service runs ``podman run --cgroups=split --sdnotify=conmon --replace
 --rm ...``, so the container's processes are in the service's own cgroup, and stopping
-the unit removes the container. The unit here names the runtime and the suite's private
-podman storage in ``GlobalArgs=`` (its ``containers.conf`` through the service's
-``Environment=``), as an operator's would name ``--runtime``.
+the unit removes the container. The unit is the operators' guide's ``quadlet`` snippet, which names the
+runtime in ``GlobalArgs=``; the suite adds its private podman storage there (its
+``containers.conf`` through the service's ``Environment=``).
 
 Checked for each runtime (runc is the sanity check): the unit starts and is active; the
 container's process is in the service's cgroup (``systemctl show -p ControlGroup``), is a
 job container for hostjob (the sandbox mount point, the host's namespaces) and not for
-runc; its output reaches the unit's journal; ``systemctl stop`` ends it, podman forgets the
+runc; its output is the container's (``podman logs``); ``systemctl stop`` ends it, podman forgets the
 container and nothing of it is left; the unit is gone once its file is.
 
 Needs systemd as PID 1 on cgroup v2 and a podman with Quadlet (the VM lane's Debian 13 and
@@ -22,6 +22,7 @@ unstable guests): skipped with the reason elsewhere, failed where
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import uuid
 from pathlib import Path
@@ -33,6 +34,7 @@ from tests.helpers import wait_for
 from . import harness
 from .conftest import SYSTEMD_V2
 from .image import OCIImage
+from .test_operator_docs import DOC_BINARY, snippet
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -79,27 +81,23 @@ def systemctl(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def unit_file(pm: harness.Podman, runtime: harness.Runtime, name: str, image: str) -> str:
-    globals_ = " ".join(pm.base_args(runtime)[1:])  # podman's flags, without "podman"
-    env = " ".join(f"{k}={pm.env[k]}" for k in ("CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF",
-                                                "CONTAINERS_REGISTRIES_CONF", "HOME", "TMPDIR"))  # fmt: skip
+    """The operators' guide's ``quadlet`` unit, with this run's runtime, the suite's image,
+    a probe for its command, the suite's podman storage and no ``[Install]`` (started, not
+    enabled)."""
+    text = snippet("quadlet")
+    assert f"GlobalArgs=--runtime {DOC_BINARY}" in text, "the guide's unit names no runtime"
+    text = text.replace(DOC_BINARY, str(runtime.client_path)).split("[Install]")[0]
+    storage = " ".join(pm.base_args()[1:])  # podman's flags, without "podman"
     # systemd expands $NAME and ${NAME} in the command line it is given: $$ is a dollar
     script = (
         f'echo quadlet-ready; {harness.PROBE_SH}; trap "exit 0" TERM; while :; do sleep 1; done'
     )
-    exec_line = script.replace("$", "$$")
-    return f"""[Unit]
-Description=hostjob compat: a Quadlet container ({runtime.name})
-
-[Container]
-ContainerName={name}
-Image={image}
-GlobalArgs={globals_}
-Exec=sh -c '{exec_line}'
-
-[Service]
-Environment={env}
-TimeoutStartSec=300
-"""
+    text = re.sub(r"^Image=.*$", f"Image={image}\nContainerName={name}", text, flags=re.M)
+    text = re.sub(r"^Exec=.*$", f"Exec=sh -c '{script.replace('$', '$$')}'", text, flags=re.M)
+    text = re.sub(r"^(GlobalArgs=.*)$", rf"\1 {storage}", text, flags=re.M)
+    env = " ".join(f"{k}={pm.env[k]}" for k in ("CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF",
+                                                "CONTAINERS_REGISTRIES_CONF", "HOME", "TMPDIR"))  # fmt: skip
+    return f"{text.rstrip()}\n\n[Service]\nEnvironment={env}\nTimeoutStartSec=300\n"
 
 
 def test_a_container_unit_runs_with_the_runtime(
@@ -123,9 +121,9 @@ def test_a_container_unit_runs_with_the_runtime(
         group = systemctl("show", "-p", "ControlGroup", "--value", service).stdout.strip()
         cgroups = harness.process_cgroups(pid)
         assert all(c.startswith(f"{group}/") for c in cgroups), (group, cgroups)
-        assert wait_for(lambda: "quadlet-ready" in journal(service), 30, 0.5), journal(service)
-        probe = journal(service)
-        assert not harness.probe_problems(runtime, probe), probe
+        logs = lambda: pm.podman("logs", name).stdout  # noqa: E731 - the container's output
+        assert wait_for(lambda: "quadlet-ready" in logs(), 30, 0.5), logs() + journal(service)
+        assert not harness.probe_problems(runtime, logs()), logs()
         stopped = systemctl("stop", service)
         assert stopped.returncode == 0, stopped.stderr
         assert wait_for(lambda: not pm.leftovers(cid, runtime), 30, 0.5), pm.leftovers(cid, runtime)
