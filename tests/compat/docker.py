@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -82,11 +81,7 @@ def docker_runtimes(runtimes: Sequence[harness.Runtime]) -> list[DockerRuntime]:
 @functools.cache
 def dockerd_version() -> tuple[int, int]:
     """(major, minor) of Debian's dockerd: 20.10 (Debian 12), 26.1 (13), 28.5 (unstable)."""
-    out = harness.run([DOCKERD, "--version"], timeout=30, check=True).stdout
-    found = re.search(r"version (\d+)\.(\d+)", out)
-    if not found:
-        raise harness.HarnessError(f"cannot read dockerd's version from {out!r}")
-    return int(found.group(1)), int(found.group(2))
+    return harness.client_version(DOCKERD, r"version (\d+)\.(\d+)")
 
 
 def daemon_json(workdir: Path, runtimes: Sequence[DockerRuntime], cgroup_parent: str) -> dict:  # type: ignore[type-arg]

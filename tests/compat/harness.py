@@ -614,15 +614,21 @@ class HostTraces:
 # containerd
 
 
+def client_version(program: str, pattern: str = r"\sv?(\d+)\.(\d+)\.\d+") -> tuple[int, int]:
+    """(major, minor) of a client, from ``program --version``: the first match of
+    ``pattern`` (its two groups)."""
+    out = run([program, "--version"], timeout=30, check=True).stdout
+    found = re.search(pattern, out)
+    if not found:
+        raise HarnessError(f"cannot read {program}'s version from {out!r}")
+    return int(found.group(1)), int(found.group(2))
+
+
 @functools.cache
 def containerd_version() -> tuple[int, int]:
     """(major, minor) of the containerd on PATH: 1.6 (Debian 12), 1.7 (13), 2.1 (unstable)."""
     ensure_peer("containerd", ["containerd"])
-    out = run(["containerd", "--version"], timeout=30, check=True).stdout
-    found = re.search(r"\sv?(\d+)\.(\d+)\.\d+", out)
-    if not found:
-        raise HarnessError(f"cannot read containerd's version from {out!r}")
-    return int(found.group(1)), int(found.group(2))
+    return client_version("containerd")
 
 
 def containerd_config_version() -> int:
@@ -667,24 +673,34 @@ class Containerd:
 
     # -- life cycle
     def write_config(self) -> None:
-        if containerd_config_version() == 3:
-            self.write_config_v3()
-            return
+        """The config in the format of this containerd: version 2, or from 2.0 version 3,
+        which has no Go plugin dir and no v1 runtime any more, and whose CRI is three
+        plugins."""
         d = self.dir
+        version = containerd_config_version()
+        cri_plugins = CRI_PLUGINS_V3 if version == 3 else ("io.containerd.grpc.v1.cri",)
+        snapshotters = ("btrfs", "zfs", "devmapper", *(("erofs",) if version == 3 else ("aufs",)))
         disabled = [
-            *(["io.containerd.grpc.v1.cri"] if self.cri is None else []),
-            "io.containerd.snapshotter.v1.btrfs",
-            "io.containerd.snapshotter.v1.zfs",
-            "io.containerd.snapshotter.v1.aufs",
-            "io.containerd.snapshotter.v1.devmapper",
+            *(cri_plugins if self.cri is None else []),
+            *(f"io.containerd.snapshotter.v1.{name}" for name in snapshotters),
             "io.containerd.tracing.processor.v1.otlp",
             "io.containerd.internal.v1.tracing",
         ]
-        self.config.write_text(f"""version = 2
+        v2_only = "".join(
+            f"\n  {line}"
+            for line in (
+                '[plugins."io.containerd.runtime.v1.linux"]',
+                f'  runtime_root = "{d}/runtime-v1"',
+                '[plugins."io.containerd.service.v1.tasks-service"]',
+                '  rdt_config_file = ""',
+            )
+            if version == 2
+        )
+        plugin_dir = "" if version == 3 else f'plugin_dir = "{d}/plugins"\n'
+        self.config.write_text(f"""version = {version}
 root = "{d}/root"
 state = "{d}/state"
-plugin_dir = "{d}/plugins"
-disabled_plugins = {json.dumps(disabled)}
+{plugin_dir}disabled_plugins = {json.dumps(disabled)}
 
 [grpc]
   address = "{self.address}"
@@ -701,46 +717,7 @@ disabled_plugins = {json.dumps(disabled)}
 
 [plugins]
   [plugins."io.containerd.internal.v1.opt"]
-    path = "{d}/opt"
-  [plugins."io.containerd.runtime.v1.linux"]
-    runtime_root = "{d}/runtime-v1"
-  [plugins."io.containerd.service.v1.tasks-service"]
-    rdt_config_file = ""
-{self.cri or ""}""")
-
-    def write_config_v3(self) -> None:
-        """containerd 2.x's format: no Go plugin dir and no v1 runtime any more."""
-        d = self.dir
-        disabled = [
-            *(CRI_PLUGINS_V3 if self.cri is None else []),
-            "io.containerd.snapshotter.v1.btrfs",
-            "io.containerd.snapshotter.v1.zfs",
-            "io.containerd.snapshotter.v1.devmapper",
-            "io.containerd.snapshotter.v1.erofs",
-            "io.containerd.tracing.processor.v1.otlp",
-            "io.containerd.internal.v1.tracing",
-        ]
-        self.config.write_text(f"""version = 3
-root = "{d}/root"
-state = "{d}/state"
-disabled_plugins = {json.dumps(disabled)}
-
-[grpc]
-  address = "{self.address}"
-
-[ttrpc]
-  address = "{self.address}.ttrpc"
-
-[debug]
-  address = ""
-  level = "info"
-
-[metrics]
-  address = ""
-
-[plugins]
-  [plugins."io.containerd.internal.v1.opt"]
-    path = "{d}/opt"
+    path = "{d}/opt"{v2_only}
 {self.cri or ""}""")
 
     def start(self, timeout: float = 30) -> Containerd:
@@ -934,11 +911,7 @@ def podman_ulimits() -> list[str]:
 def podman_version() -> tuple[int, int]:
     """(major, minor) of the podman on PATH: 4.3 (Debian 12), 5.4 (13), 5.8 (unstable)."""
     ensure_peer("podman", ["podman"])
-    out = run(["podman", "--version"], timeout=30, check=True).stdout
-    found = re.search(r"(\d+)\.(\d+)\.\d+", out)
-    if not found:
-        raise HarnessError(f"cannot read podman's version from {out!r}")
-    return int(found.group(1)), int(found.group(2))
+    return client_version("podman")
 
 
 class Podman:
