@@ -140,9 +140,14 @@ def split_digest(digest: str) -> tuple[str, str]:
 
 
 def hexdigest(algorithm: str, data: bytes) -> str:
-    """The digest of a small blob, by CPython's built-in sha256/sha512 (no OpenSSL)."""
+    """The digest of a small blob, by CPython's built-in sha256/sha512 (no OpenSSL): the
+    module ``_sha2`` from Python 3.12, ``_sha256`` and ``_sha512`` before."""
     if algorithm in ("sha256", "sha512"):
-        module: Any = __import__(f"_{algorithm}")  # no type stubs for these
+        module: Any  # no type stubs for these
+        try:
+            module = __import__("_sha2")
+        except ModuleNotFoundError:
+            module = __import__(f"_{algorithm}")
         digest: str = getattr(module, algorithm)(data).hexdigest()
         return digest
     import hashlib

@@ -118,6 +118,7 @@ def _create_options(args: Args, ctx: Context) -> CreateOptions:
     return CreateOptions(
         pid_file=args.pid_file,
         console_socket=args.console_socket,
+        pidfd_socket=args.pidfd_socket,
         preserve_fds=args.preserve_fds,
         systemd_cgroup=ctx.systemd_cgroup,
         auto_user_range=ctx.auto_user_range,
