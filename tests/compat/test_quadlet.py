@@ -26,6 +26,7 @@ import re
 import subprocess
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -36,7 +37,6 @@ from .conftest import SYSTEMD_V2
 from .image import OCIImage
 from .test_operator_docs import DOC_BINARY, snippet
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
