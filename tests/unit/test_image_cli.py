@@ -72,6 +72,7 @@ def test_image_rows_and_details_as_json() -> None:
         "name": "docker.io/library/a:1",
         "digest": "sha256:" + "1" * 64,
         "tagged": "2026-01-01T00:00:00Z",
+        "verified": None,
         "id": None,
         "created": None,
         "platform": None,
@@ -95,7 +96,8 @@ def test_image_rows_and_details_as_json() -> None:
     )
     out = render.details_json(details)
     assert list(out) == [
-        "names", "id", "digest", "index", "platform", "created", "size", "manifest", "config", "layers",
+        "names", "id", "digest", "index", "platform", "created", "size", "verified", "manifest",
+        "config", "layers",
     ]  # fmt: skip
     assert out["platform"] == "linux/arm64/v8" and out["size"] == 7
     assert out["layers"] == [
@@ -103,6 +105,20 @@ def test_image_rows_and_details_as_json() -> None:
          "diffID": "sha256:" + "3" * 64, "path": None},
     ]  # fmt: skip
     assert out["config"]["architecture"] == "arm64"
+
+
+def test_the_verified_cell_says_what_vouched_for_an_image() -> None:
+    fpr = "37C24E78FB83142080BA98BABC33EF9C7A3630C5"
+    signed = {"policy": "/p.json", "section": "default", "by": [
+        {"requirement": "signedBy", "key": fpr},
+        {"requirement": "sigstoreSigned", "key": "SHA256:" + "a" * 43},
+    ]}  # fmt: skip
+    assert (
+        render.verified(signed) == "signedBy BC33EF9C7A3630C5, sigstoreSigned SHA256:aaaaaaaaaaaa"
+    )
+    assert render.verified({"policy": "/p.json", "section": "default", "by": []}) == "no"
+    assert render.verified({"policy": None, "section": "no policy", "by": []}) == "no policy"
+    assert render.verified(None) == "-"  # stored before hostjob asked a policy
 
 
 def test_pack_words() -> None:
