@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -48,7 +49,7 @@ from tests.fixtures.signing import (
     write_policy,
 )
 from tests.fixtures.tars import entry, make_tar
-from tests.helpers import Hostjob, require_peer
+from tests.helpers import Hostjob, hostjob_env, require_peer
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 
@@ -334,3 +335,115 @@ def test_images_shows_what_verified_each_image(world: World) -> None:
         "section": f"transports.docker[{world.host}/gpg]",
         "by": [{"requirement": "signedBy", "key": world.org.fingerprint}],
     }
+
+
+@pytest.fixture(scope="module")
+def tools(world: World) -> dict[str, str]:
+    """A runnable image (busybox), signed by the organisation, and one not signed."""
+    from hostjob.images.pack import pack
+    from tests.helpers import make_rootfs
+
+    made = {}
+    for name, sign in (("signed", True), ("unsigned", False)):
+        tree = make_rootfs(world.dir / "trees" / name)
+        (tree / "etc" / "variant").write_text(name)
+        layout = world.dir / "tool-layouts" / name
+        pack(str(tree), f"oci:{layout}:v1", cmd=["/bin/sh", "-c", f"echo running {name}"],
+             env=["PATH=/bin"])  # fmt: skip
+        dest = f"docker://{world.host}/gpg/tool:{name}"
+        if sign:
+            world.skopeo(
+                "--sign-by", world.org.fingerprint, f"oci:{layout}:v1", dest, key=world.org
+            )
+        else:
+            world.skopeo(f"oci:{layout}:v1", dest)
+        made[name] = f"{world.host}/gpg/tool:{name}"
+    return made
+
+
+def test_run_pulls_only_what_the_policy_accepts(world: World, tools: dict[str, str]) -> None:
+    root = world.dir / "run"
+    runner = Hostjob(root / "state")
+    flags = ["--store", str(root / "store"), "--plain-http", "--signature-policy",
+             str(world.policies["gpg"]), "--registries.d", str(world.registries_d)]  # fmt: skip
+    refused = runner("run", "--rm", *flags, tools["unsigned"], timeout=120)
+    assert refused.returncode != 0 and "running" not in refused.stdout
+    assert f"{tools['unsigned']}: rejected by the signature policy" in refused.stderr
+    assert store_is_empty(root / "store")
+    state = root / "state"  # no container was made
+    assert not state.exists() or not [n for n in os.listdir(state) if not n.startswith(".")]
+    done = runner("run", "--rm", *flags, tools["signed"], timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "running signed\n"
+
+
+def test_without_a_policy_file_it_is_said_once(world: World, tools: dict[str, str]) -> None:
+    """No policy.json anywhere (a mount namespace of this command's own hides
+    /etc/containers): the image comes in as before, and the command says so once."""
+    root = world.dir / "no-policy"
+    home = root / "home"
+    home.mkdir(parents=True)
+    runner = Hostjob(root / "state")
+    argv = runner.argv("run", "--rm", "-q", "--store", str(root / "store"), "--plain-http",
+                       "--registries.d", str(world.registries_d), tools["unsigned"])  # fmt: skip
+    script = 'mount -t tmpfs hidden /etc/containers && exec "$@"'
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *argv],
+        capture_output=True, text=True, timeout=120, env={**hostjob_env(), "HOME": str(home)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "running unsigned\n"
+    assert done.stderr.count("no signature policy") == 1, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+
+
+def test_import_reads_the_signatures_a_layout_carries(world: World) -> None:
+    """``cosign save`` writes the image and its signatures in one layout: hostjob reads
+    them (containers/image reads no signatures from a layout: skopeo refuses it)."""
+    layout = world.dir / "saved"
+    subprocess.run(
+        [*trixie_tool("cosign"), "save", "--allow-http-registry", "--allow-insecure-registry",
+         "--dir", str(layout), f"{world.host}/cosign/app:signed"],
+        env={**os.environ, "HOME": str(world.dir)}, check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    rule = {"type": "exactRepository", "dockerRepository": f"{world.host}/cosign/app"}
+    policy = write_policy(
+        world.dir / "layouts.json",
+        only("oci", str(world.dir), sigstore_signed(world.cosign, signedIdentity=rule)),
+    )
+    root = world.dir / "import"
+    runner = Hostjob(root / "state")
+    store = ["--store", str(root / "store"), "--signature-policy", str(policy)]
+    done = runner("import", "-q", *store, f"oci:{layout}")
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(runner.ok("images", "--store", str(root / "store"), "-f", "json"))
+    assert row["verified"]["by"][0]["requirement"] == "sigstoreSigned"
+    assert row["verified"]["section"] == f"transports.oci[{world.dir}]"
+    refused = runner("import", "-q", "--name", "x/unsigned:v1", *store,
+                     world.layout("import-unsigned"))  # fmt: skip
+    assert refused.returncode != 0 and "no signature exists" in refused.stderr
+    assert len(json.loads(runner.ok("images", "--store", str(root / "store"), "-f", "json"))) == 1
+    skopeo = world.skopeo18("--policy", str(policy), "copy", f"oci:{layout}:@0",
+                            f"dir:{world.dir / 'skopeo-saved'}", check=False)  # fmt: skip
+    assert skopeo.returncode != 0 and "Source image rejected" in skopeo.stderr
+
+
+def test_push_asks_the_policy_about_an_archive(world: World) -> None:
+    policy = write_policy(world.dir / "push.json", {"default": [{"type": "reject"}]})
+    runner = Hostjob(world.dir / "push" / "state")
+    dest = f"{world.host}/pushed/app:v1"
+    refused = runner("push", "-q", "--plain-http", "--signature-policy", str(policy),
+                     world.layout("push-unsigned"), dest)  # fmt: skip
+    assert refused.returncode != 0 and "rejected by the signature policy" in refused.stderr
+    with pytest.raises(urllib.error.HTTPError):
+        world.manifest("pushed/app", "v1")  # nothing was sent
+    store = str(world.dir / "push" / "store")
+    accepted = write_policy(
+        world.dir / "open-push.json", {"default": [{"type": "insecureAcceptAnything"}]}
+    )
+    runner.ok("import", "-q", "--store", store, "--signature-policy", str(accepted),
+              "--name", "local/app:v1", world.layout("push-stored"))  # fmt: skip
+    # An image of the store is let through, as podman push lets its storage's through.
+    runner.ok("push", "-q", "--store", store, "--plain-http", "--signature-policy", str(policy),
+              "local/app:v1", dest)  # fmt: skip
+    assert world.manifest("pushed/app", "v1")
