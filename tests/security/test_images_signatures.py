@@ -49,7 +49,7 @@ from tests.fixtures.signing import (
     write_policy,
 )
 from tests.fixtures.tars import entry, make_tar
-from tests.helpers import Hostjob, hostjob_env, require_peer
+from tests.helpers import REPO, Hostjob, hostjob_env, require_peer
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 
@@ -67,6 +67,7 @@ class World:
     host: str
     registries_d: Path
     staging: Path
+    lookaside: str
     org: GpgKey
     other: GpgKey
     cosign: CosignKeyPair
@@ -144,15 +145,16 @@ def world() -> Iterator[World]:
     threading.Thread(target=web.serve_forever, daemon=True).start()
     registries_d = top / "registries.d"
     registries_d.mkdir()
+    lookaside = f"http://127.0.0.1:{web.server_address[1]}"
     (registries_d / "default.yaml").write_text(
         "default-docker:\n"
-        f"  lookaside: http://127.0.0.1:{web.server_address[1]}\n"
+        f"  lookaside: {lookaside}\n"
         f"  lookaside-staging: file://{staging}\n"
         "  use-sigstore-attachments: true\n"
     )
     with DockerRegistry(str(top / "registry")) as registry:
         w = World(
-            top, registry.host, registries_d, staging,
+            top, registry.host, registries_d, staging, lookaside,
             GpgKey(top, "org"), GpgKey(top, "other"),
             CosignKeyPair(top, "cosign"), CosignKeyPair(top, "cosign-other"),
         )  # fmt: skip
@@ -447,3 +449,55 @@ def test_push_asks_the_policy_about_an_archive(world: World) -> None:
     runner.ok("push", "-q", "--store", store, "--plain-http", "--signature-policy", str(policy),
               "local/app:v1", dest)  # fmt: skip
     assert world.manifest("pushed/app", "v1")
+
+
+def snippet(name: str) -> str:
+    """The fenced block after ``<!-- snippet: name -->`` in docs/signatures.md."""
+    import re
+
+    text = (REPO / "docs" / "signatures.md").read_text()
+    match = re.search(rf"<!-- snippet: {re.escape(name)} -->\n```[a-z]*\n(.*?)```", text, re.S)
+    assert match, f"snippet {name!r} missing from docs/signatures.md"
+    return match.group(1)
+
+
+def test_the_documented_fleet_policy(world: World) -> None:
+    """docs/signatures.md's policies and registries.d, its names made this registry's."""
+    docs = world.dir / "docs"
+    (docs / "registries.d").mkdir(parents=True)
+    (docs / "registries.d" / "fleet.yaml").write_text(
+        snippet("fleet-registries-d")
+        .replace("registry.example.com", world.host)
+        .replace("https://sigs.example.com/", world.lookaside)
+    )
+    gpg = docs / "policy.json"
+    gpg.write_text(
+        snippet("fleet-policy")
+        .replace("registry.example.com/apps", f"{world.host}/gpg")
+        .replace("/etc/pki/containers/example-org.gpg", str(world.org.public_path))
+    )
+    sig = docs / "policy-sigstore.json"
+    sig.write_text(
+        snippet("fleet-policy-sigstore")
+        .replace("registry.example.com/apps", f"{world.host}/cosign")
+        .replace("/etc/pki/containers/example-org-cosign.pub", str(world.cosign.public_path))
+    )
+    runner = Hostjob(docs / "state")
+
+    def pull(policy: Path, ref: str) -> subprocess.CompletedProcess[str]:
+        return runner(
+            "pull", "-q", "--store", str(docs / "store"), "--plain-http",
+            "--signature-policy", str(policy), "--registries.d", str(docs / "registries.d"),
+            f"{world.host}/{ref}", timeout=120,
+        )  # fmt: skip
+
+    assert pull(gpg, "gpg/app:signed").returncode == 0
+    unsigned = pull(gpg, "gpg/app:unsigned")
+    assert f"(transports.docker[{world.host}/gpg]): a signature was required" in unsigned.stderr
+    elsewhere = pull(gpg, "sig/app:signed")
+    assert "(default): the policy rejects every image here (reject)" in elsewhere.stderr
+    assert pull(sig, "cosign/app:signed").returncode == 0
+    assert "no signature exists" in pull(sig, "cosign/app:unsigned").stderr
+    rows = runner.ok("images", "--store", str(docs / "store")).splitlines()
+    assert rows[0].split() == ["NAME", "ID", "SIZE", "CREATED", "PLATFORM", "VERIFIED"]
+    assert len(rows) == 3
