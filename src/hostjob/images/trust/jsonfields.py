@@ -1,4 +1,5 @@
-"""Strict JSON for security files: a policy, and what a signature signs.
+"""Strict reading of security files: a policy, its keys, registries.d, and what a
+signature signs. ``read`` takes an operator's file, bounded; the rest is strict JSON.
 
 containers/image reads both "paranoidly", because a typo silently ignored in a
 security policy (``keypath`` for ``keyPath``) would accept what the operator meant to
@@ -18,6 +19,19 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from hostjob.images.errors import ImageError
+
+
+def read(path: str, limit: int, what: str) -> bytes:
+    """The file ``path``, at most ``limit`` bytes; ``PolicyError`` naming ``what``
+    (and the file) when it cannot be read or is larger."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as err:
+        raise PolicyError(f"{what}: cannot read {path}: {err.strerror}") from err
+    if len(data) > limit:
+        raise PolicyError(f"{what}: {path} is larger than {limit >> 20} MiB")
+    return data
 
 
 def loads(data: bytes, what: str, error: type[ImageError] = PolicyError) -> Any:

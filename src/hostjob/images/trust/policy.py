@@ -55,14 +55,7 @@ class Policy:
 
     @classmethod
     def load(cls, path: str) -> Policy:
-        try:
-            with open(path, "rb") as f:
-                data = f.read(FILE_LIMIT + 1)
-        except OSError as err:
-            raise PolicyError(f"signature policy {path}: {err.strerror}") from err
-        if len(data) > FILE_LIMIT:
-            raise PolicyError(f"signature policy {path}: larger than 16 MiB")
-        return cls.parse(path, data)
+        return cls.parse(path, jsonfields.read(path, FILE_LIMIT, "signature policy"))
 
     @classmethod
     def parse(cls, path: str, data: bytes) -> Policy:

@@ -149,13 +149,9 @@ class RegistriesD:
 def _read_yaml(file: str) -> dict[str, Any]:
     import yaml
 
-    try:
-        with open(file, "rb") as f:
-            data = f.read(FILE_LIMIT + 1)
-    except OSError as err:
-        raise PolicyError(f"{file}: {err.strerror}") from err
-    if len(data) > FILE_LIMIT:
-        raise PolicyError(f"{file}: larger than 1 MiB")
+    from hostjob.images.trust.jsonfields import read
+
+    data = read(file, FILE_LIMIT, "registries.d")
     try:
         parsed = yaml.safe_load(data)
     except yaml.YAMLError as err:

@@ -122,17 +122,7 @@ class _Signed(Requirement):
         self.what = what
 
     def key_bytes(self) -> list[bytes]:
-        out = list(self.datas)
-        for path in self.paths:
-            try:
-                with open(path, "rb") as f:
-                    data = f.read(KEY_FILE_LIMIT + 1)
-            except OSError as err:
-                raise PolicyError(f"{self.what}: cannot read {path}: {err.strerror}") from err
-            if len(data) > KEY_FILE_LIMIT:
-                raise PolicyError(f"{self.what}: {path} is larger than 16 MiB")
-            out.append(data)
-        return out
+        return [*self.datas, *(jsonfields.read(p, KEY_FILE_LIMIT, self.what) for p in self.paths)]
 
     def evaluate(self, image: Candidate) -> Outcome:
         try:
