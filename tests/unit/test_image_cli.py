@@ -230,6 +230,33 @@ def test_bad_registry_flags_fail_in_one_line(
         image_flags.registry_options(parse(pull.COMMAND, [*argv, "x/y"]))
 
 
+@pytest.mark.parametrize("command", ["pull", "run", "import_", "push"])
+def test_the_trust_flags_are_one_declaration_on_every_command_that_asks(command: str) -> None:
+    import importlib
+
+    module = importlib.import_module(f"hostjob.cli.commands.{command}")
+    words = ["--signature-policy", "/p.json", "-registries.d", "/r.d", "a", "b"]
+    args = parse(module.COMMAND, words[: 6 if command == "push" else 5])
+    trust = image_flags.trust_options(args)
+    assert (trust.signature_policy, trust.registries_d) == ("/p.json", "/r.d")
+    assert all(o in module.COMMAND.options for o in image_flags.TRUST)
+    default = image_flags.trust_options(
+        parse(module.COMMAND, words[4 : 6 if command == "push" else 5])
+    )
+    assert (default.signature_policy, default.registries_d) == (None, None)
+
+
+def test_a_unit_runs_with_the_same_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """generate systemd's command line keeps the trust flags, their paths absolute."""
+    from hostjob.cli.commands import run
+
+    monkeypatch.chdir(tmp_path)
+    args = parse(run.COMMAND, ["--signature-policy", "p.json", "--registries.d", "r.d", "img"])
+    words = run._foreground_command(args, "/store", "img")
+    assert words[:4] == ["--signature-policy", str(tmp_path / "p.json"),
+                         "--registries.d", str(tmp_path / "r.d")]  # fmt: skip
+
+
 def test_the_unpack_flags_as_a_value() -> None:
     from hostjob.cli.commands import import_
 
