@@ -155,6 +155,21 @@ def hexdigest(algorithm: str, data: bytes) -> str:
     return hashlib.new(algorithm, data).hexdigest()
 
 
+def digest_of(raw: bytes, expected: str | None = None, size: int | None = None) -> str:
+    """The digest of a manifest or index read from a source, which must be
+    ``expected`` (and ``size`` bytes long) when given: what a signature policy decides
+    on is what is then stored."""
+    if size is not None and len(raw) != size:
+        raise DigestMismatch(f"manifest {expected} is {len(raw)} bytes, expected {size}")
+    algorithm = (expected or "sha256:").partition(":")[0]
+    if algorithm not in imagespec.DIGEST_ALGORITHMS:
+        raise DigestMismatch(f"unsupported digest {expected!r}")
+    digest = f"{algorithm}:{hexdigest(algorithm, raw)}"
+    if expected is not None and digest != expected:
+        raise DigestMismatch(f"manifest {expected} has digest {digest}")
+    return digest
+
+
 class ContentStore:
     """The blobs of one store, by digest."""
 
