@@ -29,6 +29,10 @@ MP = "/var/lib/job/rootfs"
         ("${CONTAINER_SANDBOX_MOUNT_POINT}/bin", f"{MP}/bin"),
         ("%CONTAINER_SANDBOX_MOUNT_POINT%\\bin", f"{MP}\\bin"),
         ("$env:CONTAINER_SANDBOX_MOUNT_POINT/x", f"{MP}/x"),
+        # Kubernetes' form, which the kubelet passes on unresolved
+        ("$(CONTAINER_SANDBOX_MOUNT_POINT)/bin/app", f"{MP}/bin/app"),
+        ("--root=$(CONTAINER_SANDBOX_MOUNT_POINT)", f"--root={MP}"),
+        ("$(CONTAINER_SANDBOX_MOUNT_POINTS)", "$(CONTAINER_SANDBOX_MOUNT_POINTS)"),
         ("a:$CONTAINER_SANDBOX_MOUNT_POINT:b", f"a:{MP}:b"),
         ("$CONTAINER_SANDBOX_MOUNT_POINTS", "$CONTAINER_SANDBOX_MOUNT_POINTS"),
         ("$HOME %PATH% ${X}", "$HOME %PATH% ${X}"),
@@ -105,6 +109,46 @@ def test_build_env_order_and_override() -> None:
     assert values["A"] == "2" and values["B"] == MP
     assert values["PATH"] == f"/bin:{MP}:{MP}/bin"
     assert values["HOME"] == "/root" and values["USER"] == "root" and values["SHELL"] == "/bin/bash"
+
+
+def test_the_hosts_etc_environment_is_the_base_of_a_login(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a login's (pam_env): proxies and locale from /etc/environment, under the
+    account's identity and the config's own variables."""
+    etc = tmp_path / "environment"
+    etc.write_text(
+        "# proxies for every login\n"
+        "http_proxy=http://proxy:3128\n"
+        'export LANG="C.UTF-8"\n'
+        "NO_PROXY='localhost,.svc'\n"
+        "HOME=/nowhere\n"
+        "not a variable\n"
+        "1BAD=x\n"
+        "\n"
+    )
+    monkeypatch.setattr(resolve, "HOST_ENVIRONMENT", str(etc))
+    creds = resolve.Credentials(0, 0, [], "/root", "root", "/bin/bash")
+    env = resolve.build_env(process(env=["LANG=de_DE.UTF-8"]), creds, MP, inherit=False)
+    values = dict(e.split("=", 1) for e in env)
+    assert values["http_proxy"] == "http://proxy:3128"
+    assert values["NO_PROXY"] == "localhost,.svc"
+    assert values["LANG"] == "de_DE.UTF-8"  # the config wins
+    assert values["HOME"] == "/root"  # the account's identity wins
+    assert "not a variable" not in " ".join(env) and "1BAD" not in values
+    assert values["PATH"].startswith(resolve.DEFAULT_PATH + ":")
+    # A PATH of /etc/environment is the login's PATH, as pam_env makes it.
+    etc.write_text("PATH=/opt/site/bin:/usr/bin\n")
+    env = resolve.build_env(process(), creds, MP, inherit=False)
+    assert dict(e.split("=", 1) for e in env)["PATH"].startswith("/opt/site/bin:/usr/bin:")
+    # Inheriting the launcher's environment takes that, not /etc/environment.
+    etc.write_text("ONLY_IN_ETC=1\n")
+    env = resolve.build_env(process(), creds, MP, inherit=True)
+    assert not any(e.startswith("ONLY_IN_ETC=") for e in env)
+
+
+def test_no_etc_environment_is_an_empty_one(tmp_path: Path) -> None:
+    assert resolve.host_environment(str(tmp_path / "missing")) == {}
 
 
 def test_numeric_user_without_passwd_entry() -> None:

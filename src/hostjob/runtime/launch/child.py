@@ -22,6 +22,7 @@ import time
 from hostjob.boot import paths
 from hostjob.errors import StartError
 from hostjob.runtime.launch import plan as launch_plan
+from hostjob.runtime.launch.program import exec_error, program_and_env
 from hostjob.runtime.proc import close_fds_except, env_dict
 
 TYPE_CHECKING = False
@@ -116,9 +117,9 @@ def child_main(
         _make_cwd(plan.cwd, plan.user.uid, plan.user.gid, plan.mount_point)
     fifo_fd = _open_fifo(setup.fifo)
     _become_user(plan)
-    program, env = _program_and_env(setup)
+    program, args, env = program_and_env(plan, setup.listen_fds, setup.extra_fds)
     posix.write(report_fd, READY)
-    _exec_once_started(setup, program, env, fifo_fd, release_fd)
+    _exec_once_started(setup, program, args, env, fifo_fd, release_fd)
 
 
 def _keep_fds(setup: ChildSetup, report_fd: int, release_fd: int, placed_fd: int) -> None:
@@ -155,7 +156,11 @@ def _start_session(setup: ChildSetup) -> None:
 
 
 def _set_limits(plan: LaunchPlan) -> None:
-    """``oomScoreAdj`` and the rlimits."""
+    """``oomScoreAdj``, the rlimits, the scheduler and the I/O priority."""
+    if plan.scheduler is not None or plan.io_priority is not None:
+        from hostjob.runtime.launch import priority
+
+        priority.apply(plan)
     if plan.oom_score_adj is not None:
         _write_setting(
             "/proc/self/oom_score_adj", str(plan.oom_score_adj), f"oomScoreAdj {plan.oom_score_adj}"
@@ -208,32 +213,8 @@ def _become_user(plan: LaunchPlan) -> None:
             ) from err
 
 
-def _program_and_env(setup: ChildSetup) -> tuple[str, list[str]]:
-    """The program, found as the target user, and its environment; the fds passed on
-    (socket activation, ``--preserve-fds``) made inheritable."""
-    plan = setup.plan
-    program = launch_plan.find_program(
-        plan.args[0], plan.cwd, plan.path_value(), plan.mount_point, plan.image_path
-    )
-    env = plan.env
-    if setup.listen_fds:
-        env = [
-            *(e for e in env if not e.startswith(("LISTEN_FDS=", "LISTEN_PID="))),
-            f"LISTEN_FDS={setup.listen_fds}",
-            f"LISTEN_PID={posix.getpid()}",
-        ]
-    for fd in range(3, 3 + setup.extra_fds):
-        try:
-            posix.set_inheritable(fd, True)
-        except OSError as err:
-            raise StartError(
-                f"cannot pass fd {fd} to the process (LISTEN_FDS/--preserve-fds): {_reason(err)}"
-            ) from err
-    return program, env
-
-
 def _exec_once_started(
-    setup: ChildSetup, program: str, env: list[str], fifo_fd: int, release_fd: int
+    setup: ChildSetup, program: str, args: list[str], env: list[str], fifo_fd: int, release_fd: int
 ) -> None:
     """After READY: wait for the start (the exec fifo's byte, or the release pipe's),
     run ``startContainer`` hooks and exec the program."""
@@ -256,9 +237,9 @@ def _exec_once_started(
     if plan.seccomp is not None and plan.no_new_privileges:
         _load_seccomp(plan)  # the very last step: as few system calls as can be under it
     try:
-        posix.execve(program, plan.args, environment)
+        posix.execve(program, args, environment)
     except OSError as err:
-        raise StartError(f'exec: "{plan.args[0]}": {err.strerror}') from err
+        raise exec_error(plan.args[0], program, err) from err
 
 
 def _load_exec_modules(plan: LaunchPlan) -> None:
@@ -422,6 +403,7 @@ def _switch_identity(plan: LaunchPlan) -> None:
             _set_user(user.uid, user.gid, user.groups)
         return  # no capability sets asked: keep what the user switch leaves
     from hostjob.linux import syscalls
+    from hostjob.linux.capabilities import cap_name
 
     # runc's order: bounding set, keep caps across setuid, switch, then the sets.
     bounding = wanted[0]
@@ -452,7 +434,7 @@ def _switch_identity(plan: LaunchPlan) -> None:
             if ambient & (1 << cap):
                 syscalls.raise_ambient(cap)
     except OSError as err:
-        step = step.format(syscalls.cap_name(cap))
+        step = step.format(cap_name(cap))
         raise StartError(f"cannot {step}: {_reason(err)}") from err
 
 
@@ -469,7 +451,7 @@ def _set_user(uid: int, gid: int, groups: list[int]) -> None:
 
 
 def _last_cap() -> int:
-    from hostjob.linux.syscalls import last_cap
+    from hostjob.linux.capabilities import last_cap
 
     return last_cap()
 

@@ -17,12 +17,12 @@ import pwd
 from hostjob.boot import paths
 from hostjob.boot.env import environ_copy
 from hostjob.errors import ConfigError, StartError
-from hostjob.linux.syscalls import cap_mask
+from hostjob.linux.capabilities import cap_mask
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.seccomp.bpf import Filter
-    from hostjob.specconv.jobconfig import JobConfig, ProcessConfig
+    from hostjob.specconv.jobconfig import IOPriority, JobConfig, ProcessConfig, Scheduler
 
 SANDBOX_VAR = "CONTAINER_SANDBOX_MOUNT_POINT"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -54,11 +54,14 @@ class LaunchPlan:
         "create_cwd",
         "cwd",
         "env",
+        "image_loader",
         "image_path",
+        "io_priority",
         "mount_point",
         "no_new_privileges",
         "oom_score_adj",
         "rlimits",
+        "scheduler",
         "seccomp",
         "terminal",
         "umask",
@@ -81,6 +84,10 @@ class LaunchPlan:
         # (bounding, effective, permitted, inheritable, ambient) masks, or None to keep
         self.capabilities: tuple[int, int, int, int, int] | None = None
         self.oom_score_adj: int | None = None
+        self.scheduler: Scheduler | None = None  # process.scheduler, checked
+        self.io_priority: IOPriority | None = None  # process.ioPriority, checked
+        # The image's program through the image's loader (io.hostjob.loader: image)
+        self.image_loader = True
         self.seccomp: Filter | None = None  # linux.seccomp, compiled
         self.terminal = False
         self.console_height: int | None = None
@@ -94,11 +101,14 @@ class LaunchPlan:
 
 
 def substitute(text: str, mount_point: str) -> str:
-    """Replace the four spellings of the sandbox variable by the mount point."""
+    """Replace the five spellings of the sandbox variable by the mount point."""
     if SANDBOX_VAR not in text:
         return text
     value = mount_point.rstrip("/")
-    for form in ("${" + SANDBOX_VAR + "}", "%" + SANDBOX_VAR + "%", "$env:" + SANDBOX_VAR):
+    # $(NAME) is Kubernetes' form, which the kubelet leaves as it is for a variable the
+    # pod spec does not define.
+    forms = ("${" + SANDBOX_VAR + "}", "$(" + SANDBOX_VAR + ")", "%" + SANDBOX_VAR + "%")
+    for form in (*forms, "$env:" + SANDBOX_VAR):
         text = text.replace(form, value)
     # The bare $NAME form only when the name ends there ($NAMEX is another variable).
     bare = "$" + SANDBOX_VAR
@@ -199,13 +209,16 @@ def build_env(
     if inherit:
         env.update(environ_copy())
     else:
+        # A login's: the host's /etc/environment (proxies, locale), the account's
+        # identity from passwd, the default PATH unless /etc/environment sets one.
+        env.update(host_environment())
         env["HOME"] = creds.home
         if creds.name:
             env["USER"] = creds.name
             env["LOGNAME"] = creds.name
         if creds.shell:
             env["SHELL"] = creds.shell
-        env["PATH"] = DEFAULT_PATH
+        env.setdefault("PATH", DEFAULT_PATH)
     for entry in proc.env:
         key, _, value = entry.partition("=")
         env.pop(key, None)  # last wins, and moves to where it was set
@@ -215,6 +228,33 @@ def build_env(
     env["PATH"] = extend_path(path, mount_point)
     env[SANDBOX_VAR] = mount_point.rstrip("/") or "/"
     return [f"{k}={v}" for k, v in env.items()]
+
+
+HOST_ENVIRONMENT = "/etc/environment"
+
+
+def host_environment(path: str | None = None) -> dict[str, str]:
+    """The host's ``/etc/environment`` as pam_env reads it for a login: ``KEY=VALUE``
+    lines (``export`` before one allowed), ``#`` comments, one pair of quotes around a
+    value removed, nothing expanded; 64 KiB at most. A file that cannot be read is
+    an empty one."""
+    try:
+        with open(path or HOST_ENVIRONMENT, "rb") as f:
+            text = f.read(64 * 1024).decode("utf-8", "surrogateescape")
+    except OSError:
+        return {}
+    found: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("export "):
+            line = line[7:].lstrip()
+        key, sep, value = line.partition("=")
+        if not sep or not key or key[0].isdigit() or not set(key) <= _IDENT:
+            continue  # a comment, a blank line, or no variable's name
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        found[key] = value
+    return found
 
 
 def image_path(proc: ProcessConfig, mount_point: str) -> str:
@@ -281,6 +321,9 @@ def plan(job: JobConfig, proc: ProcessConfig, compiled: Filter | None = None) ->
             cap_mask(sets.get("ambient", [])),
         )
     result.oom_score_adj = proc.oom_score_adj
+    result.scheduler = proc.scheduler
+    result.io_priority = proc.io_priority
+    result.image_loader = job.loader != "host"
     if job.seccomp is not None:
         from hostjob.seccomp import bpf  # compiled here: its errors are create's (or exec's)
 
@@ -322,6 +365,16 @@ def find_program(
     busybox image's ``top`` is busybox's, not the host's procps ``top`` (which exits at
     once without a terminal). hcsshim likewise searches the sandbox's own directory
     before ``PATH``. The process's ``PATH`` stays host-first for what the program runs."""
+    return find_program_named(arg0, cwd, path_value, mount_point, image_path)[0]
+
+
+def find_program_named(
+    arg0: str, cwd: str, path_value: str, mount_point: str, image_path: str = ""
+) -> tuple[str, str]:
+    """``find_program``'s program, and the path it was called by: for a bare name found
+    in the image, the directory it was found in (resolved inside the image) and the name
+    itself, a link not followed (``hostjob.runtime.launch.loader`` shows the program
+    that path, so that a multi-call program's link keeps its name); else the path."""
     if "/" in arg0:
         if not paths.isabs(arg0):
             candidate = paths.join(cwd, arg0)
@@ -331,19 +384,20 @@ def find_program(
             inside = paths.join(mount_point, arg0.lstrip("/"))
             candidate = inside if paths.lexists(inside) else arg0
         _check_executable(arg0, candidate)
-        return candidate
+        return candidate, candidate
     root = mount_point.rstrip("/") or "/"
     image_dirs = [e for e in image_path.split(":") if e.startswith("/")]
     unusable: StartError | None = None  # the first candidate found that cannot run
     for entry, in_image in [(e, True) for e in image_dirs] + [
         (e, False) for e in path_value.split(":")
     ]:
+        named = ""
         if in_image or _under(entry, root):
             # A path of the image: its symlinks lead where they lead inside the image.
             relative = entry[len(root) :] if _under(entry, root) else entry
             candidate = in_root(root, paths.join(relative, arg0))
         else:
-            candidate = paths.join(entry or ".", arg0)
+            candidate = named = paths.join(entry or ".", arg0)
         if not paths.lexists(candidate):
             continue
         try:
@@ -352,7 +406,7 @@ def find_program(
             # Skipped, as a shell does; reported if nothing better is found.
             unusable = unusable or err
             continue
-        return candidate
+        return candidate, named or paths.join(in_root(root, relative), arg0)
     if unusable is not None:
         raise unusable
     raise StartError(f'exec: "{arg0}": executable file not found in $PATH')
