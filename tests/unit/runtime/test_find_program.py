@@ -194,3 +194,19 @@ def test_the_plan_keeps_the_image_path_and_the_process_path_host_first() -> None
     assert plan.image_path == "/usr/sbin:/usr/bin:/sbin:/bin"
     assert plan.path_value().startswith("/usr/sbin:/usr/bin:/sbin:/bin:")
     assert os.path.join(job.mount_point, "usr/bin") in plan.path_value().split(":")
+
+
+def test_an_absolute_path_the_host_lacks_resolves_inside_the_image(tree: Tree) -> None:
+    """/usr/bin/lua -> /etc/alternatives/lua-interpreter -> /usr/bin/lua5.4, absolute
+    links of the image, are followed inside it (the host has none of them)."""
+    real = program(tree.mp / "usr" / "bin" / "hostjob-test-lua5.4")
+    alternatives = tree.mp / "etc" / "alternatives"
+    alternatives.mkdir(parents=True)
+    (alternatives / "hostjob-test-lua").symlink_to("/usr/bin/hostjob-test-lua5.4")
+    (tree.mp / "usr" / "bin" / "hostjob-test-lua").symlink_to("/etc/alternatives/hostjob-test-lua")
+    path = launch_plan.extend_path(str(tree.host), str(tree.mp))
+    found, named = launch_plan.find_program_named(
+        "/usr/bin/hostjob-test-lua", "/", path, str(tree.mp), IMAGE_PATH
+    )
+    assert found == str(real)
+    assert named == f"{tree.mp}/usr/bin/hostjob-test-lua"  # the name it was called by

@@ -375,6 +375,7 @@ def find_program_named(
     in the image, the directory it was found in (resolved inside the image) and the name
     itself, a link not followed (``hostjob.runtime.launch.loader`` shows the program
     that path, so that a multi-call program's link keeps its name); else the path."""
+    root = mount_point.rstrip("/") or "/"
     if "/" in arg0:
         if not paths.isabs(arg0):
             candidate = paths.join(cwd, arg0)
@@ -383,9 +384,15 @@ def find_program_named(
         else:
             inside = paths.join(mount_point, arg0.lstrip("/"))
             candidate = inside if paths.lexists(inside) else arg0
+        named = candidate
+        if _under(candidate, root) and candidate != root:
+            # A path of the image: its symlinks lead where they lead inside the image
+            # (an image's /usr/bin/lua -> /etc/alternatives/lua-interpreter).
+            relative = candidate[len(root) :]
+            candidate = in_root(root, relative)
+            named = paths.join(in_root(root, paths.dirname(relative)), paths.basename(relative))
         _check_executable(arg0, candidate)
-        return candidate, candidate
-    root = mount_point.rstrip("/") or "/"
+        return candidate, named
     image_dirs = [e for e in image_path.split(":") if e.startswith("/")]
     unusable: StartError | None = None  # the first candidate found that cannot run
     for entry, in_image in [(e, True) for e in image_dirs] + [
