@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from hostjob.errors import ConfigError, StartError
 from hostjob.runtime.launch import plan as resolve
+from hostjob.runtime.launch import program as launch_program
 from hostjob.spec import runtime as wire
 from hostjob.specconv.convert import to_job_config
 from hostjob.specconv.jobconfig import ProcessConfig
@@ -176,34 +177,37 @@ def test_bare_names_are_searched_in_path(tmp_path: Path) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
     executable(second / "tool")
     executable(first / "other")
-    found = resolve.find_program("tool", "/", f"{first}:{second}", MP)
+    found = launch_program.find_program("tool", "/", f"{first}:{second}", MP)
     assert found == str(second / "tool")
     with pytest.raises(StartError, match=r'exec: "nope": executable file not found in \$PATH'):
-        resolve.find_program("nope", "/", f"{first}:{second}", MP)
+        launch_program.find_program("nope", "/", f"{first}:{second}", MP)
 
 
 def test_a_relative_path_is_taken_from_the_working_directory(tmp_path: Path) -> None:
     executable(tmp_path / "bin" / "app")
-    assert resolve.find_program("bin/app", str(tmp_path), "", MP) == f"{tmp_path}/bin/app"
+    assert launch_program.find_program("bin/app", str(tmp_path), "", MP) == f"{tmp_path}/bin/app"
 
 
 def test_an_absolute_path_is_the_hosts_else_the_mount_points(tmp_path: Path) -> None:
     host = executable(tmp_path / "host-tool")
-    assert resolve.find_program(str(host), "/", "", MP) == str(host)
+    assert launch_program.find_program(str(host), "/", "", MP) == str(host)
     mount_point = tmp_path / "mp"
     executable(mount_point / "opt" / "app")
-    assert resolve.find_program("/opt/app", "/", "", str(mount_point)) == f"{mount_point}/opt/app"
+    assert (
+        launch_program.find_program("/opt/app", "/", "", str(mount_point))
+        == f"{mount_point}/opt/app"
+    )
 
 
 def test_a_directory_or_a_non_executable_is_a_start_error(tmp_path: Path) -> None:
     (tmp_path / "dir").mkdir()
     with pytest.raises(StartError, match="is a directory"):
-        resolve.find_program(str(tmp_path / "dir"), "/", "", MP)
+        launch_program.find_program(str(tmp_path / "dir"), "/", "", MP)
     plain = executable(tmp_path / "plain", 0o644)
     with pytest.raises(StartError, match="permission denied"):
-        resolve.find_program(str(plain), "/", "", MP)
+        launch_program.find_program(str(plain), "/", "", MP)
     with pytest.raises(StartError, match="no such file or directory"):
-        resolve.find_program(str(tmp_path / "gone"), "/", "", MP)
+        launch_program.find_program(str(tmp_path / "gone"), "/", "", MP)
 
 
 # --- User ------------------------------------------------------------------------------

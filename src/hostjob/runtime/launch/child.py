@@ -22,7 +22,12 @@ import time
 from hostjob.boot import paths
 from hostjob.errors import StartError
 from hostjob.runtime.launch import plan as launch_plan
-from hostjob.runtime.launch.program import exec_error, program_and_env
+from hostjob.runtime.launch.program import (
+    environment,
+    exec_error,
+    find_program_named,
+    runs_as_it_is,
+)
 from hostjob.runtime.proc import close_fds_except, env_dict
 
 TYPE_CHECKING = False
@@ -117,7 +122,15 @@ def child_main(
         _make_cwd(plan.cwd, plan.user.uid, plan.user.gid, plan.mount_point)
     fifo_fd = _open_fifo(setup.fifo)
     _become_user(plan)
-    program, args, env = program_and_env(plan, setup.listen_fds, setup.extra_fds)
+    program, named = find_program_named(
+        plan.args[0], plan.cwd, plan.path_value(), plan.mount_point, plan.image_path
+    )
+    args = plan.args
+    if not runs_as_it_is(plan, program):
+        from hostjob.runtime.launch import loader  # the image's loader, or an interpreter
+
+        program, args = loader.prepare(plan, program, named)
+    env = environment(plan, setup.listen_fds, setup.extra_fds)
     posix.write(report_fd, READY)
     _exec_once_started(setup, program, args, env, fifo_fd, release_fd)
 

@@ -7,14 +7,15 @@ them (``DT_RUNPATH``, ``DT_RPATH``), its ``DT_SONAME``, and its class, byte orde
 machine and type. The file is untrusted (an image's): every size and offset is
 checked against bounds before it is used, a short file is an ``ElfError``, and
 nothing is read but with ``pread`` on the caller's descriptor, in a few calls (the
-headers usually come in the first read). Only ``_struct``, a built-in module: this
-runs in a container process before its program (``hostjob.runtime.launch.loader``).
+headers usually come in the first read; of a large string table, the span of the
+strings asked for). No import but ``posix`` and ``sys``: this runs in a container
+process before its program (``hostjob.runtime.launch.loader``), on ``create``'s path.
 """
 
 from __future__ import annotations
 
 import posix
-from _struct import unpack_from
+import sys
 
 MAGIC = b"\x7fELF"
 
@@ -42,29 +43,14 @@ DT_SONAME = 14
 DT_RPATH = 15
 DT_RUNPATH = 29
 
-# e_machine -> the name a message gives (binutils' names, shortened).
-MACHINES = {
-    2: "SPARC",
-    3: "i386",
-    8: "MIPS",
-    20: "PowerPC",
-    21: "PowerPC64",
-    22: "S/390",
-    40: "ARM",
-    43: "SPARC64",
-    50: "IA-64",
-    62: "x86-64",
-    183: "AArch64",
-    243: "RISC-V",
-    258: "LoongArch",
-}
-
 # Bounds on what an untrusted file makes us read.
 FIRST_READ = 4096  # the ELF header and, nearly always, the program headers
 MAX_PHNUM = 256
 MAX_INTERP = 4096  # PATH_MAX
 MAX_DYNAMIC = 64 * 1024
 MAX_STRTAB = 1024 * 1024
+WHOLE_STRTAB = 4096  # a string table this small is read whole (a loader's: its versions)
+STRING_CHUNK = 4096  # else the span of the strings asked for, and this much after the last
 MAX_NEEDED = 512
 
 
@@ -93,28 +79,20 @@ class Elf:
         self.elf_class = elf_class  # CLASS32 or CLASS64
         self.byte_order = byte_order  # LITTLE or BIG
         self.type = elf_type  # ET_EXEC, ET_DYN, ...
-        self.machine = machine  # e_machine (MACHINES)
+        self.machine = machine  # e_machine (hostjob.runtime.launch.probe.MACHINES)
         self.interpreter: str | None = None  # PT_INTERP: None for a static program
         self.needed: list[str] = []  # DT_NEEDED, in order
         self.runpath: str | None = None  # DT_RUNPATH, as written ($ORIGIN unexpanded)
         self.rpath: str | None = None  # DT_RPATH
         self.soname: str | None = None
-        # The dynamic string table as read (b"" when the file has none): a loader's
-        # version names are among its strings (``hostjob.runtime.launch.loader``).
+        # The dynamic string table when it is small enough to be read whole (else b""):
+        # a loader's version names are among its strings (hostjob.runtime.launch.loader).
         self.strings = b""
 
     @property
     def dynamic(self) -> bool:
         """Whether a loader runs it: a program with an interpreter."""
         return self.interpreter is not None
-
-    @property
-    def machine_name(self) -> str:
-        bits = "32" if self.elf_class == CLASS32 else "64"
-        name = MACHINES.get(self.machine, f"machine {self.machine}")
-        if self.machine in (8, 20, 2) or name.startswith("machine"):
-            return f"{name} ({bits}-bit)"
-        return name
 
     def same_abi(self, other: Elf) -> bool:
         """Whether a loader of ``other``'s kind could load this file into one process."""
@@ -141,23 +119,17 @@ def parse(fd: int, head: bytes) -> Elf:
     elf_class, byte_order = head[4], head[5]
     if elf_class not in (CLASS32, CLASS64) or byte_order not in (LITTLE, BIG):
         raise ElfError(f"unknown ELF class {elf_class} or byte order {byte_order}")
-    end = "<" if byte_order == LITTLE else ">"
+    order = "little" if byte_order == LITTLE else "big"
     wide = elf_class == CLASS64
-    if wide:
-        if len(head) < 64:
-            raise ElfError("truncated ELF header")
-        elf_type, machine = unpack_from(end + "HH", head, 16)
-        (phoff,) = unpack_from(end + "Q", head, 32)
-        phentsize, phnum = unpack_from(end + "HH", head, 54)
-        entry_size, layout = 56, end + "II QQ 8x Q"
-    else:
-        elf_type, machine = unpack_from(end + "HH", head, 16)
-        (phoff,) = unpack_from(end + "I", head, 28)
-        phentsize, phnum = unpack_from(end + "HH", head, 42)
-        entry_size, layout = 32, end + "I I I 4x I I"
-    elf = Elf(elf_class, byte_order, elf_type, machine)
+    if wide and len(head) < 64:
+        raise ElfError("truncated ELF header")
+    elf = Elf(elf_class, byte_order, _int(head, 16, 2, order), _int(head, 18, 2, order))
+    phoff = _int(head, 32, 8, order) if wide else _int(head, 28, 4, order)
+    at = 54 if wide else 42
+    phentsize, phnum = _int(head, at, 2, order), _int(head, at + 2, 2, order)
     if phnum == 0:
         return elf
+    entry_size = 56 if wide else 32
     if phentsize < entry_size or phnum > MAX_PHNUM:
         raise ElfError(f"implausible program headers ({phnum} of {phentsize} bytes)")
     size = phentsize * phnum
@@ -166,12 +138,17 @@ def parse(fd: int, head: bytes) -> Elf:
         raise ElfError("truncated program headers")
     loads: list[tuple[int, int, int]] = []  # (vaddr, file offset, file size)
     dynamic: tuple[int, int] | None = None
-    for index in range(phnum):
-        at = index * phentsize
-        if wide:
-            p_type, _flags, offset, vaddr, filesz = unpack_from(layout, table, at)
+    width = 8 if wide else 4
+    if phentsize % width:
+        raise ElfError(f"program headers of {phentsize} bytes")
+    words, stride = _words(table, width, order), phentsize // width
+    for at in range(0, len(words), stride):
+        if wide:  # p_type and p_flags share the first word
+            first = words[at]
+            p_type = first & 0xFFFFFFFF if order == "little" else first >> 32
+            offset, vaddr, filesz = words[at + 1], words[at + 2], words[at + 4]
         else:
-            p_type, offset, vaddr, filesz, _memsz = unpack_from(layout, table, at)
+            p_type, offset, vaddr, filesz = words[at], words[at + 1], words[at + 2], words[at + 4]
         if p_type == PT_INTERP:
             elf.interpreter = _interpreter(fd, head, offset, filesz)
         elif p_type == PT_LOAD:
@@ -179,38 +156,8 @@ def parse(fd: int, head: bytes) -> Elf:
         elif p_type == PT_DYNAMIC:
             dynamic = (offset, filesz)
     if dynamic is not None:
-        _read_dynamic(fd, elf, dynamic, loads, end, wide)
+        _read_dynamic(fd, elf, dynamic, loads, order, wide)
     return elf
-
-
-def section(fd: int, name: bytes) -> tuple[int, int] | None:
-    """(file offset, size) of the section ``name`` (``b".rodata"``), or None."""
-    head = _pread(fd, 64, 0)
-    if head[:4] != MAGIC or len(head) < 52:
-        return None
-    end = "<" if head[5] == LITTLE else ">"
-    if head[4] == CLASS64:
-        if len(head) < 64:
-            return None
-        (shoff,) = unpack_from(end + "Q", head, 40)
-        shentsize, shnum, shstrndx = unpack_from(end + "HHH", head, 58)
-        layout, entry_size = end + "I4x8x8xQQ", 64
-    else:
-        (shoff,) = unpack_from(end + "I", head, 32)
-        shentsize, shnum, shstrndx = unpack_from(end + "HHH", head, 46)
-        layout, entry_size = end + "I4x4x4xII", 40
-    if shentsize < entry_size or not 0 < shnum <= 4096 or shstrndx >= shnum:
-        return None
-    table = _pread(fd, shentsize * shnum, shoff)
-    if len(table) < shentsize * shnum:
-        return None
-    entries = [unpack_from(layout, table, i * shentsize) for i in range(shnum)]
-    _name, names_offset, names_size = entries[shstrndx]
-    names = _pread(fd, min(names_size, MAX_STRTAB), names_offset)
-    for name_at, offset, size in entries:
-        if names[name_at : name_at + len(name) + 1] == name + b"\0":
-            return offset, size
-    return None
 
 
 def _interpreter(fd: int, head: bytes, offset: int, size: int) -> str:
@@ -227,18 +174,18 @@ def _read_dynamic(
     elf: Elf,
     where: tuple[int, int],
     loads: list[tuple[int, int, int]],
-    end: str,
+    order: str,
     wide: bool,
 ) -> None:
     offset, size = where
-    size = min(size, MAX_DYNAMIC)
-    raw = _pread(fd, size, offset)
-    step, layout = (16, end + "qQ") if wide else (8, end + "iI")
+    raw = _pread(fd, min(size, MAX_DYNAMIC), offset)
+    width = 8 if wide else 4
+    words = _words(raw[: len(raw) - len(raw) % (2 * width)], width, order)
     strtab = strsz = None
     needed: list[int] = []
     names: dict[int, int] = {}  # tag -> string offset, for SONAME, RPATH, RUNPATH
-    for at in range(0, len(raw) - step + 1, step):
-        tag, value = unpack_from(layout, raw, at)
+    for at in range(0, len(words), 2):
+        tag, value = words[at], words[at + 1]
         if tag == DT_NULL:
             break
         if tag == DT_NEEDED:
@@ -258,15 +205,31 @@ def _read_dynamic(
     file_offset = _file_offset(strtab, loads)
     if file_offset is None:
         raise ElfError("the dynamic string table lies in no loaded segment")
-    strings = _pread(fd, min(strsz, MAX_STRTAB), file_offset)
-    elf.strings = strings
-    elf.needed = [_string(strings, at) for at in needed]
+    size = min(strsz, MAX_STRTAB)
+    wanted = [*needed, *names.values()]
+    if any(at >= size for at in wanted):
+        raise ElfError(f"a string past the string table's {size} bytes")
+    if size <= WHOLE_STRTAB:
+        table, base = _pread(fd, size, file_offset), 0
+        elf.strings = table
+    else:  # the span of the strings asked for, at once (they usually lie together)
+        base = min(wanted)
+        span = min(max(wanted) + STRING_CHUNK, size) - base
+        table = _pread(fd, min(span, MAX_STRTAB), file_offset + base)
+    elf.needed = [_string(table, at - base) for at in needed]
     if DT_SONAME in names:
-        elf.soname = _string(strings, names[DT_SONAME])
+        elf.soname = _string(table, names[DT_SONAME] - base)
     if DT_RPATH in names:
-        elf.rpath = _string(strings, names[DT_RPATH])
+        elf.rpath = _string(table, names[DT_RPATH] - base)
     if DT_RUNPATH in names:
-        elf.runpath = _string(strings, names[DT_RUNPATH])
+        elf.runpath = _string(table, names[DT_RUNPATH] - base)
+
+
+def _string(table: bytes, at: int) -> str:
+    stop = table.find(b"\0", at)
+    if stop < 0:
+        raise ElfError("an unterminated string in the string table")
+    return _text(table[at:stop])
 
 
 def _file_offset(vaddr: int, loads: list[tuple[int, int, int]]) -> int | None:
@@ -278,17 +241,20 @@ def _file_offset(vaddr: int, loads: list[tuple[int, int, int]]) -> int | None:
     return None
 
 
-def _string(table: bytes, at: int) -> str:
-    if at >= len(table):
-        raise ElfError(f"a string at {at}, past the string table's {len(table)} bytes")
-    stop = table.find(b"\0", at)
-    if stop < 0:
-        raise ElfError("an unterminated string in the string table")
-    return _text(table[at:stop])
-
-
 def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
+
+
+def _words(data: bytes, width: int, order: str) -> list[int]:
+    """``data`` as unsigned integers of ``width`` bytes: by memoryview's cast in this
+    machine's byte order (C speed), one by one in the other."""
+    if order == sys.byteorder:
+        return memoryview(data).cast("Q" if width == 8 else "I").tolist()
+    return [_int(data, at, width, order) for at in range(0, len(data) - width + 1, width)]
+
+
+def _int(data: bytes, at: int, size: int, order: str) -> int:
+    return int.from_bytes(data[at : at + size], order)  # type: ignore[arg-type]
 
 
 def _pread(fd: int, size: int, offset: int) -> bytes:

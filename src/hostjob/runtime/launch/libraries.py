@@ -27,7 +27,7 @@ import posix
 from hostjob.boot import paths
 from hostjob.errors import StartError
 from hostjob.runtime.launch import elf as elf_file
-from hostjob.runtime.launch.plan import in_root
+from hostjob.runtime.launch.program import in_root
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ MAX_CONF_BYTES = 64 * 1024  # one ld.so.conf file, read at most
 MAX_CONF_FILES = 64  # ld.so.conf and its includes, at most
 MAX_INCLUDE_DEPTH = 8
 MAX_OBJECTS = 256  # a program's libraries, checked at most
+MAX_LINKS = 40  # symlinks followed in one path, as in_root follows them
 
 # Debian's multiarch names (glibc), by (e_machine, class, byte order).
 _TRIPLETS = {
@@ -78,23 +79,46 @@ class Resolver:
     """The mounted image at ``root``, read as the container's user: paths of the image
     resolved inside it (``in_root``), directories each once. Keys are host paths."""
 
-    __slots__ = ("_dirs", "root")
+    __slots__ = ("_dirs", "_resolved", "root")
 
     def __init__(self, root: str) -> None:
         self.root = root
         self._dirs: dict[str, str | None] = {}
+        # image path -> host path, its symlinks resolved inside the image: a library
+        # search resolves /usr, /lib, /usr/lib/... again and again
+        self._resolved: dict[str, str] = {"/": root}
 
     def key(self, image_path: str) -> str:
-        """The host path of ``image_path``: its symlinks resolved inside the image."""
-        return in_root(self.root, image_path)
+        """The host path of ``image_path``: its symlinks resolved inside the image (as
+        ``in_root`` resolves them; each directory on the way once)."""
+        return self._resolve(_absolute(image_path), 0)
+
+    def _resolve(self, image_path: str, links: int) -> str:
+        found = self._resolved.get(image_path)
+        if found is not None:
+            return found
+        parent, name = paths.split(image_path)
+        base = self._resolve(parent, links)
+        candidate = paths.join(base, name)
+        try:
+            is_link = posix.lstat(candidate).st_mode & 0o170000 == 0o120000
+        except OSError:
+            is_link = False
+        if is_link:
+            if links >= MAX_LINKS:
+                return in_root(self.root, image_path)  # its ELOOP error
+            target = posix.readlink(candidate)
+            inside = base[len(self.root) :] if base != self.root else ""
+            joined = target if target.startswith("/") else f"{inside}/{target}"
+            candidate = self._resolve(_absolute(joined), links + 1)
+        self._resolved[image_path] = candidate
+        return candidate
 
     def directory(self, image_path: str) -> str | None:
-        if image_path in self._dirs:
-            return self._dirs[image_path]
         found = self.key(image_path)
-        result = found if paths.isdir(found) else None
-        self._dirs[image_path] = result
-        return result
+        if found not in self._dirs:
+            self._dirs[found] = found if paths.isdir(found) else None
+        return self._dirs[found]
 
     def image_path(self, key: str) -> str:
         """``key`` as the image sees it (for messages)."""
@@ -142,6 +166,13 @@ class Resolver:
             return None
         finally:
             posix.close(fd)
+
+
+def _absolute(image_path: str) -> str:
+    """``image_path`` as an absolute, normal path of the image (``..`` stops at ``/``)."""
+    if image_path.startswith("/") and "//" not in image_path and "/." not in image_path:
+        return image_path.rstrip("/") or "/"
+    return "/" + paths.normpath("/" + image_path).lstrip("/")
 
 
 def search_path(
@@ -236,21 +267,35 @@ def _glob(resolver: Tree, pattern: str) -> list[str]:
     if "*" not in name and "?" not in name:
         return [pattern]
     names = resolver.listdir(directory)
-    return [paths.join(directory, n) for n in sorted(names) if _matches(name, n)]
+    return [paths.join(directory, n) for n in sorted(names) if name_matches(name, n)]
 
 
-def _matches(pattern: str, name: str) -> bool:
+def name_matches(pattern: str, name: str) -> bool:
     """fnmatch's ``*`` and ``?`` (without ``re``: this runs before the container's
     program); a leading dot is matched only by a leading dot, as glob does."""
     if name.startswith(".") and not pattern.startswith("."):
         return False
-    if not pattern:
-        return not name
-    if pattern[0] == "*":
-        return any(_matches(pattern[1:], name[i:]) for i in range(len(name) + 1))
-    if not name:
+    parts = pattern.split("*")
+    first, last = parts[0], parts[-1]
+    if len(parts) == 1:
+        return len(name) == len(pattern) and _fixed(pattern, name)
+    if len(name) < len(first) + len(last):
         return False
-    return (pattern[0] == "?" or pattern[0] == name[0]) and _matches(pattern[1:], name[1:])
+    if not _fixed(first, name[: len(first)]) or not _fixed(last, name[len(name) - len(last) :]):
+        return False
+    at, end = len(first), len(name) - len(last)
+    for middle in parts[1:-1]:  # each in order, as early as it fits
+        while at + len(middle) <= end and not _fixed(middle, name[at : at + len(middle)]):
+            at += 1
+        if at + len(middle) > end:
+            return False
+        at += len(middle)
+    return True
+
+
+def _fixed(pattern: str, text: str) -> bool:
+    """``text`` is ``pattern``, a ``?`` standing for any one character."""
+    return all(p == "?" or p == c for p, c in zip(pattern, text, strict=True))
 
 
 # --- the program's libraries ------------------------------------------------------------
@@ -305,7 +350,9 @@ def _entries(resolver: Tree, value: str | None, origin: str, extra: list[str]) -
     is the object's own directory, an absolute entry a path of the image (also kept in
     ``extra``); entries with the loader's other tokens ($LIB, $PLATFORM) are skipped."""
     out: list[str] = []
-    for entry in (value or "").split(":"):
+    if not value:
+        return out
+    for entry in value.split(":"):
         expanded = entry.replace("${ORIGIN}", "$ORIGIN")
         if expanded.startswith("$ORIGIN"):
             candidate = paths.normpath(origin + expanded[len("$ORIGIN") :])

@@ -35,36 +35,29 @@ import sys
 from hostjob.boot import paths
 from hostjob.errors import StartError
 from hostjob.runtime.launch import elf as elf_file
-from hostjob.runtime.launch import libraries
-from hostjob.runtime.launch.plan import find_program_named, in_root
+from hostjob.runtime.launch.program import (
+    HEAD_BYTES,
+    HOST_MACHINES,
+    find_program_named,
+    in_root,
+    shebang,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.runtime.launch.elf import Elf
+    from hostjob.runtime.launch.libraries import Resolver
     from hostjob.runtime.launch.plan import LaunchPlan
+
+# hostjob.runtime.launch.libraries is imported where a loader is to be given the image's
+# library path: a static program or a script of the host's loads only this and elf.
 
 IMAGE = "image"
 HOST = "host"
 LOADERS = (IMAGE, HOST)
 
 MAX_SCRIPT_DEPTH = 4  # #! interpreters that are scripts themselves, as the kernel allows
-SHEBANG_BYTES = 256  # what the kernel reads of a #! line
 _SETID = 0o6000
-
-# The host's machine (uname) -> the ELF machines it runs natively.
-_HOST_MACHINES = {
-    "x86_64": (62, 3),
-    "aarch64": (183, 40),
-    "i686": (3,),
-    "i386": (3,),
-    "armv7l": (40,),
-    "armv8l": (40,),
-    "riscv64": (243,),
-    "ppc64le": (21,),
-    "ppc64": (21,),
-    "s390x": (22,),
-    "loongarch64": (258,),
-}
 
 
 def prepare(plan: LaunchPlan, program: str, named: str) -> tuple[str, list[str]]:
@@ -82,12 +75,23 @@ def prepare(plan: LaunchPlan, program: str, named: str) -> tuple[str, list[str]]
 
 
 class _Launch:
-    __slots__ = ("plan", "resolver", "root")
+    __slots__ = ("_resolver", "plan", "root")
 
     def __init__(self, plan: LaunchPlan, root: str) -> None:
         self.plan = plan
         self.root = root
-        self.resolver = libraries.Resolver(root)
+        self._resolver: Resolver | None = None
+
+    @property
+    def resolver(self) -> Resolver:
+        if self._resolver is None:
+            from hostjob.runtime.launch.libraries import Resolver
+
+            self._resolver = Resolver(self.root)
+        return self._resolver
+
+    def image_path(self, host_path: str) -> str:
+        return host_path[len(self.root) :] if host_path.startswith(self.root + "/") else host_path
 
     def run(self, program: str, named: str, argv: list[str], depth: int) -> tuple[str, list[str]]:
         """(path, argv) for ``program``: itself, its loader or its interpreter."""
@@ -98,7 +102,7 @@ class _Launch:
         except OSError:
             return program, argv  # executable, not readable: the kernel runs it as before
         try:
-            head = posix.pread(fd, elf_file.FIRST_READ, 0)
+            head = posix.pread(fd, HEAD_BYTES, 0)
             if head.startswith(b"#!"):
                 return self._script(program, named, argv, head, depth)
             if head[:4] != elf_file.MAGIC:
@@ -107,7 +111,7 @@ class _Launch:
                 found = elf_file.parse(fd, head)
             except elf_file.ElfError:
                 return program, argv  # the kernel's own verdict, at exec
-            _check_machine(found, head, self.resolver.image_path(program))
+            _check_machine(found, head, self.image_path(program))
             if found.interpreter is None or _privileged(fd):
                 return program, argv
             return self._through_loader(program, named, argv, found)
@@ -119,18 +123,22 @@ class _Launch:
     def _through_loader(
         self, program: str, named: str, argv: list[str], found: Elf
     ) -> tuple[str, list[str]]:
+        from hostjob.runtime.launch import libraries
+
         interpreter = found.interpreter
         assert interpreter is not None
-        loader = in_root(self.root, interpreter)
+        loader = self.resolver.key(interpreter)
         if not paths.exists(loader):
             if paths.exists(interpreter):
                 return program, argv  # the host's loader, as the kernel finds it
             raise StartError(f"its loader {interpreter} is in neither the image nor the host")
         loader_elf = _read_loader(loader, interpreter)
         if not loader_elf.same_abi(found):
+            from hostjob.runtime.launch.probe import machine_name
+
             raise StartError(
-                f"its loader {interpreter} is an {loader_elf.machine_name} file, the"
-                f" program an {found.machine_name} one"
+                f"its loader {interpreter} is an {machine_name(loader_elf)} file, the"
+                f" program an {machine_name(found)} one"
             )
         kind = _kind(interpreter, loader_elf)
         env_dirs, system_dirs = libraries.search_path(
@@ -198,23 +206,10 @@ class _Launch:
         if not named.startswith(self.root + "/"):
             return named
         directory, name = paths.split(named[len(self.root) :])
-        return paths.join(in_root(self.root, directory), name)
-
-
-def shebang(head: bytes) -> tuple[str, str]:
-    """(interpreter, its one argument or "") of a ``#!`` line, split as the kernel
-    splits it: the interpreter up to the first blank, the rest, trimmed, one argument."""
-    line = head[2:SHEBANG_BYTES].split(b"\n", 1)[0].strip(b" \t\r")
-    for index, char in enumerate(line):
-        if char in b" \t":
-            interpreter, argument = line[:index], line[index:].strip(b" \t")
-            break
-    else:
-        interpreter, argument = line, b""
-    return (
-        interpreter.decode("utf-8", "surrogateescape"),
-        argument.decode("utf-8", "surrogateescape"),
-    )
+        resolved = (
+            self._resolver.key(directory) if self._resolver else in_root(self.root, directory)
+        )
+        return paths.join(resolved, name)
 
 
 def _bare_name(word: str) -> bool:
@@ -255,6 +250,8 @@ def _read_loader(loader: str, interpreter: str) -> Elf:
 
 def _kind(interpreter: str, loader: Elf) -> str:
     """Which loader's command line this is: glibc's or musl's."""
+    from hostjob.runtime.launch import libraries
+
     if paths.basename(interpreter).startswith("ld-musl-"):
         return libraries.MUSL
     if b"GLIBC_" in loader.strings:
@@ -283,22 +280,9 @@ def _glibc_minor(strings: bytes) -> int:
 
 
 def _musl_argv0(loader: str) -> bool:
-    """Whether musl's loader takes ``--argv0`` (added after 1.1): its option is a
-    string of its read-only data."""
-    try:
-        fd = posix.open(loader, posix.O_RDONLY | posix.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        section = elf_file.section(fd, b".rodata")
-        if section is None:
-            return False
-        offset, size = section
-        return b"argv0\0" in posix.pread(fd, min(size, 8 << 20), offset)
-    except (OSError, elf_file.ElfError):
-        return False
-    finally:
-        posix.close(fd)
+    from hostjob.runtime.launch.probe import musl_argv0
+
+    return musl_argv0(loader)
 
 
 def _privileged(fd: int) -> bool:
@@ -317,65 +301,10 @@ def _privileged(fd: int) -> bool:
 
 def _check_machine(found: Elf, head: bytes, where: str) -> None:
     """Another architecture's program runs only through a binfmt_misc handler (qemu)."""
-    machines = _HOST_MACHINES.get(posix.uname().machine)
-    if machines is None:
-        return
+    machines = HOST_MACHINES.get(posix.uname().machine)
     order = elf_file.LITTLE if sys.byteorder == "little" else elf_file.BIG
-    if found.machine in machines and found.byte_order == order:
+    if machines is None or (found.machine in machines and found.byte_order == order):
         return
-    if _binfmt_handles(head):
-        return
-    host = elf_file.MACHINES.get(machines[0], posix.uname().machine)
-    raise StartError(
-        f"{where} is an {found.machine_name} program and this host is {host}"
-        " (no binfmt_misc handler runs it)"
-    )
+    from hostjob.runtime.launch import probe
 
-
-BINFMT = "/proc/sys/fs/binfmt_misc"
-
-
-def _binfmt_handles(head: bytes) -> bool:
-    """Whether an enabled binfmt_misc entry's magic matches the file's first bytes."""
-    try:
-        names = posix.listdir(BINFMT)
-        if _read_small(paths.join(BINFMT, "status")).strip() != "enabled":
-            return False
-    except OSError:
-        return False
-    for name in names:
-        if name in ("register", "status"):
-            continue
-        try:
-            text = _read_small(paths.join(BINFMT, name))
-        except OSError:
-            continue
-        if _binfmt_matches(text, head):
-            return True
-    return False
-
-
-def _binfmt_matches(text: str, head: bytes) -> bool:
-    lines = text.splitlines()
-    if not lines or lines[0] != "enabled":
-        return False
-    fields = dict(line.split(" ", 1) for line in lines[1:] if " " in line)
-    try:
-        offset = int(fields.get("offset", "0"))
-        magic = bytes.fromhex(fields["magic"])
-        mask = bytes.fromhex(fields.get("mask", "ff" * len(magic)))
-    except (KeyError, ValueError):
-        return False
-    window = head[offset : offset + len(magic)]
-    if len(window) < len(magic):
-        return False
-    masks = mask[: len(magic)].ljust(len(magic), b"\xff")
-    return all(a & m == b & m for a, b, m in zip(window, magic, masks, strict=True))
-
-
-def _read_small(path: str) -> str:
-    fd = posix.open(path, posix.O_RDONLY | posix.O_CLOEXEC)
-    try:
-        return posix.read(fd, 4096).decode("utf-8", "replace")
-    finally:
-        posix.close(fd)
+    probe.foreign_program(found, head, where, machines[0])

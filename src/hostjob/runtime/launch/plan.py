@@ -1,10 +1,9 @@
 """The job-container rules for a process (README, "What a job container's process
-sees"): user, environment, sandbox mount point substitution, PATH, working directory and
-program.
+sees"): user, environment, sandbox mount point substitution, PATH and working directory.
 
-Everything but the program is decided here, in the runtime, before the fork (a seccomp
-profile is compiled here too); the program is looked up by the child after it has become
-the target user (``find_program``: a bare name in the image's own PATH first), so that
+All of it is decided here, in the runtime, before the fork (a seccomp profile is compiled
+here too); the program is looked up by the child after it has become the target user
+(``hostjob.runtime.launch.program``: a bare name in the image's own PATH first), so that
 permissions are the user's own.
 """
 
@@ -16,7 +15,7 @@ import pwd
 
 from hostjob.boot import paths
 from hostjob.boot.env import environ_copy
-from hostjob.errors import ConfigError, StartError
+from hostjob.errors import ConfigError
 from hostjob.linux.capabilities import cap_mask
 
 TYPE_CHECKING = False
@@ -350,131 +349,3 @@ def rlimit_number(name: str) -> int:
 
     number: int = getattr(resource, name)
     return number
-
-
-def find_program(
-    arg0: str, cwd: str, path_value: str, mount_point: str, image_path: str = ""
-) -> str:
-    """The program ``args[0]`` names: a path with a slash as it says (relative to the
-    working directory; an absolute one on the host, else in the image); a bare name in
-    the image's own ``PATH`` first (``image_path``: the ``PATH`` of ``process.env``, each
-    entry under the mount point), then along ``path_value``, the process's ``PATH``
-    (the host's entries first). Raises StartError with runc's messages.
-
-    The image first because an image that names its own program means that one: a
-    busybox image's ``top`` is busybox's, not the host's procps ``top`` (which exits at
-    once without a terminal). hcsshim likewise searches the sandbox's own directory
-    before ``PATH``. The process's ``PATH`` stays host-first for what the program runs."""
-    return find_program_named(arg0, cwd, path_value, mount_point, image_path)[0]
-
-
-def find_program_named(
-    arg0: str, cwd: str, path_value: str, mount_point: str, image_path: str = ""
-) -> tuple[str, str]:
-    """``find_program``'s program, and the path it was called by: for a bare name found
-    in the image, the directory it was found in (resolved inside the image) and the name
-    itself, a link not followed (``hostjob.runtime.launch.loader`` shows the program
-    that path, so that a multi-call program's link keeps its name); else the path."""
-    root = mount_point.rstrip("/") or "/"
-    if "/" in arg0:
-        if not paths.isabs(arg0):
-            candidate = paths.join(cwd, arg0)
-        elif paths.lexists(arg0):
-            candidate = arg0
-        else:
-            inside = paths.join(mount_point, arg0.lstrip("/"))
-            candidate = inside if paths.lexists(inside) else arg0
-        named = candidate
-        if _under(candidate, root) and candidate != root:
-            # A path of the image: its symlinks lead where they lead inside the image
-            # (an image's /usr/bin/lua -> /etc/alternatives/lua-interpreter).
-            relative = candidate[len(root) :]
-            candidate = in_root(root, relative)
-            named = paths.join(in_root(root, paths.dirname(relative)), paths.basename(relative))
-        _check_executable(arg0, candidate)
-        return candidate, named
-    image_dirs = [e for e in image_path.split(":") if e.startswith("/")]
-    unusable: StartError | None = None  # the first candidate found that cannot run
-    for entry, in_image in [(e, True) for e in image_dirs] + [
-        (e, False) for e in path_value.split(":")
-    ]:
-        named = ""
-        if in_image or _under(entry, root):
-            # A path of the image: its symlinks lead where they lead inside the image.
-            relative = entry[len(root) :] if _under(entry, root) else entry
-            candidate = in_root(root, paths.join(relative, arg0))
-        else:
-            candidate = named = paths.join(entry or ".", arg0)
-        if not paths.lexists(candidate):
-            continue
-        try:
-            _check_executable(arg0, candidate)
-        except StartError as err:
-            # Skipped, as a shell does; reported if nothing better is found.
-            unusable = unusable or err
-            continue
-        return candidate, named or paths.join(in_root(root, relative), arg0)
-    if unusable is not None:
-        raise unusable
-    raise StartError(f'exec: "{arg0}": executable file not found in $PATH')
-
-
-# The symlinks followed inside one path, at most (the kernel's own limit is 40).
-MAX_LINKS = 40
-
-
-def in_root(root: str, path: str) -> str:
-    """``path`` (a path of the image, absolute or not) as the host path under ``root``
-    that a process chrooted at ``root`` would reach: every symlink on the way resolved
-    relative to ``root`` -- an absolute target starts again at ``root``, ``..`` never
-    climbs above it -- so an image's ``/usr/bin/top -> /bin/busybox`` is the image's
-    busybox, never the host's ``/bin/busybox``. A part that does not exist is kept as
-    written; more than ``MAX_LINKS`` symlinks is ELOOP."""
-    import errno
-
-    done: list[str] = []
-    rest = [p for p in path.split("/") if p and p != "."]
-    rest.reverse()  # a stack: the next part last
-    links = 0
-    while rest:
-        name = rest.pop()
-        if name == "..":
-            if done:
-                done.pop()
-            continue
-        candidate = paths.join(root, *done, name)
-        try:
-            is_link = posix.lstat(candidate).st_mode & 0o170000 == 0o120000
-        except OSError:
-            is_link = False
-        if not is_link:
-            done.append(name)
-            continue
-        links += 1
-        if links > MAX_LINKS:
-            raise StartError(
-                f"{paths.join(root, *done, name)}: {posix.strerror(errno.ELOOP).lower()}"
-            )
-        target = posix.readlink(candidate)
-        if target.startswith("/"):
-            done = []
-        parts = [p for p in target.split("/") if p and p != "."]
-        rest.extend(reversed(parts))
-    return paths.join(root, *done) if done else root
-
-
-def _under(path: str, root: str) -> bool:
-    return root != "/" and (path == root or path.startswith(root + "/"))
-
-
-def _check_executable(arg0: str, candidate: str) -> None:
-    try:
-        st = posix.stat(candidate)
-    except OSError as err:
-        raise StartError(
-            f'exec: "{arg0}": stat {candidate}: {(err.strerror or str(err)).lower()}'
-        ) from err
-    if paths.isdir(candidate):
-        raise StartError(f'exec: "{arg0}": is a directory')
-    if not (st.st_mode & 0o111) or not posix.access(candidate, posix.X_OK):
-        raise StartError(f'exec: "{arg0}": permission denied')

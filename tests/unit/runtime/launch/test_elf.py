@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hostjob.runtime.launch import elf
+from hostjob.runtime.launch import elf, probe
 from tests.elfmaker import EM_386, EM_AARCH64, EM_RISCV, EM_X86_64, ET_EXEC, make_elf
 
 
@@ -88,7 +88,7 @@ def test_not_elf_is_none(tmp_path: Path) -> None:
 )
 def test_machine_names(tmp_path: Path, machine: int, wide: bool, name: str) -> None:
     found = read_bytes(tmp_path, make_elf(machine=machine, wide=wide))
-    assert found is not None and found.machine_name == name
+    assert found is not None and probe.machine_name(found) == name
 
 
 def test_same_abi(tmp_path: Path) -> None:
@@ -140,10 +140,10 @@ def test_section_finds_rodata(tmp_path: Path) -> None:
         path.write_bytes(make_elf(rodata=b"--library-path\0argv0\0", wide=wide))
         fd = os.open(path, os.O_RDONLY)
         try:
-            where = elf.section(fd, b".rodata")
+            where = probe.section(fd, b".rodata")
             assert where is not None
             assert os.pread(fd, where[1], where[0]) == b"--library-path\0argv0\0"
-            assert elf.section(fd, b".text") is None
+            assert probe.section(fd, b".text") is None
         finally:
             os.close(fd)
 
@@ -159,3 +159,13 @@ def test_a_real_program_of_this_host() -> None:
     assert found is not None and found.interpreter is not None
     assert os.path.exists(found.interpreter)
     assert any(name.startswith("libc.so") for name in found.needed)
+
+
+def test_a_large_string_table_is_read_string_by_string(tmp_path: Path) -> None:
+    found = read_bytes(
+        tmp_path,
+        make_elf(needed=("libbig.so.1", "libc.so.6"), runpath="/opt/x", strings=("x" * 9000,)),
+    )
+    assert found is not None
+    assert found.needed == ["libbig.so.1", "libc.so.6"] and found.runpath == "/opt/x"
+    assert found.strings == b""  # not read whole

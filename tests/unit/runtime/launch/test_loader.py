@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from hostjob.errors import StartError
-from hostjob.runtime.launch import loader
+from hostjob.runtime.launch import loader, probe
 from hostjob.runtime.launch import plan as launch_plan
-from hostjob.runtime.launch.program import program_and_env
+from hostjob.runtime.launch import program as launch_program
 from tests.elfmaker import EM_386, EM_AARCH64, write_elf
 
 GLIBC_INTERP = "/lib64/ld-linux-x86-64.so.2"
@@ -66,8 +66,7 @@ class Image:
 
     def run(self, *args: str, env: tuple[str, ...] = ()) -> tuple[str, list[str]]:
         """What the container process would execute for ``args``."""
-        program, argv, _env = program_and_env(self.plan(*args, env=env), 0, 0)
-        return program, argv
+        return execute(self.plan(*args, env=env))
 
     @property
     def lib_dir(self) -> str:
@@ -76,6 +75,16 @@ class Image:
     @property
     def ld(self) -> str:
         return str(self.loader)
+
+
+def execute(plan: launch_plan.LaunchPlan) -> tuple[str, list[str]]:
+    """The child's steps from the look-up to the loader's decision (path, argv)."""
+    program, named = launch_program.find_program_named(
+        plan.args[0], plan.cwd, plan.path_value(), plan.mount_point, plan.image_path
+    )
+    if launch_program.runs_as_it_is(plan, program):
+        return program, plan.args
+    return loader.prepare(plan, program, named)
 
 
 @pytest.fixture
@@ -220,7 +229,7 @@ def test_a_binfmt_handler_runs_another_architecture(
         f"enabled\ninterpreter /usr/bin/qemu-aarch64\nflags: F\noffset 0\nmagic {magic}\n"
         f"mask {mask}\n"
     )
-    monkeypatch.setattr(loader, "BINFMT", str(binfmt))
+    monkeypatch.setattr(probe, "BINFMT", str(binfmt))
     app = image.program("/usr/bin/app", machine=EM_AARCH64, interpreter=None, needed=(), elf_type=2)
     assert image.run("app") == (str(app), ["app"])
 
@@ -346,7 +355,7 @@ def test_the_host_loader_opt_out(image: Image) -> None:
     app = image.program("/usr/bin/app")
     plan = image.plan("app")
     plan.image_loader = False
-    assert program_and_env(plan, 0, 0)[:2] == (str(app), ["app"])
+    assert execute(plan) == (str(app), ["app"])
 
 
 @pytest.mark.parametrize(
@@ -360,4 +369,45 @@ def test_the_host_loader_opt_out(image: Image) -> None:
     ],
 )
 def test_shebang_is_split_as_the_kernel_splits_it(line: bytes, expected: tuple[str, str]) -> None:
-    assert loader.shebang(line) == expected
+    assert launch_program.shebang(line) == expected
+
+
+def test_the_resolver_agrees_with_in_root(tmp_path: Path) -> None:
+    """The library search's resolver (each directory once) resolves as in_root does:
+    relative and absolute links, .. that stops at the root, a missing part kept."""
+    from hostjob.runtime.launch.libraries import Resolver
+
+    root = tmp_path / "mp"
+    Image(root)
+    (root / "etc/alternatives").mkdir(parents=True)
+    (root / "etc/alternatives/x").symlink_to("/usr/bin/../../../lib64")
+    (root / "usr/bin/up").symlink_to("../../../../etc")
+    resolver = Resolver(str(root))
+    for path in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2",
+                 "/etc/alternatives/x/y", "/bin/up/ld.so.conf", "/no/such", "/", "//lib",
+                 "lib/../../usr"):  # fmt: skip
+        assert resolver.key(path) == launch_program.in_root(str(root), path), path
+
+
+@pytest.mark.parametrize(
+    ("pattern", "name", "matches"),
+    [
+        ("*.conf", "libc.conf", True),
+        ("*.conf", "x86_64-linux-gnu.conf", True),
+        ("*.conf", "libc.conf.dpkg-old", False),
+        ("*.conf", ".hidden.conf", False),
+        (".*.conf", ".hidden.conf", True),
+        ("a*b*c", "aXXbYYc", True),
+        ("a*b*c", "aXXcYYb", False),
+        ("lib?.conf", "libc.conf", True),
+        ("lib?.conf", "libcc.conf", False),
+        ("*", "anything", True),
+        ("a*", "a.b", True),
+        ("exact", "exact", True),
+        ("exact", "exactly", False),
+    ],
+)
+def test_include_patterns_match_as_glob_matches(pattern: str, name: str, matches: bool) -> None:
+    from hostjob.runtime.launch.libraries import name_matches
+
+    assert name_matches(pattern, name) is matches
