@@ -22,6 +22,7 @@ from hostjob.errors import ConfigError, NotAJobContainer
 from hostjob.specconv import execution, isolation
 from hostjob.specconv.jobconfig import Hook, JobConfig, ProcessConfig, Rlimit, merge_resources
 from hostjob.specconv.pods import default_mount_mode, is_cri, is_job_container, pod_namespaces
+from hostjob.specconv.refused import refuse_linux_fields, refuse_process_fields
 from hostjob.specconv.volumes import volumes
 
 TYPE_CHECKING = False
@@ -125,6 +126,7 @@ def to_job_config(
             " real OCI runtime through `hostjob create` (mixed pods)"
         )
     _refuse_unsupported(spec)
+    refuse_linux_fields(spec.linux or wire.Linux(), spec.mounts or [])
     _warn_ignored(spec)
     rootfs = rootfs_of(spec, bundle)
     assert spec.root is not None
@@ -227,6 +229,8 @@ _IGNORED: tuple[tuple[str, str], ...] = (
     ("linux.readonly_paths", "linux.readonlyPaths"),
     ("linux.devices", "linux.devices"),
     ("linux.mount_label", "linux.mountLabel"),
+    ("linux.time_offsets", "linux.timeOffsets"),
+    ("linux.net_devices", "linux.netDevices"),
     ("process.apparmor_profile", "process.apparmorProfile"),
     ("process.selinux_label", "process.selinuxLabel"),
 )
@@ -331,6 +335,7 @@ def process_config(process: wire.Process, path: str) -> ProcessConfig:
 
     if not process.args:
         raise ConfigError("args must name the program to run", f"{path}.args")
+    refuse_process_fields(process, path)
     for i, entry in enumerate(process.env or []):
         if "=" not in entry:
             raise ConfigError(f"{entry!r} is not KEY=VALUE", f"{path}.env[{i}]")
