@@ -89,40 +89,23 @@ def make_elf(
         tail = b""
         shentsize = 64 if wide else 40
     ident = b"\x7fELF" + bytes([2 if wide else 1, 1 if little else 2, 1]) + b"\0" * 9
-    if wide:
-        header = ident + struct.pack(
-            end + "HHIQQQIHHHHHH",
-            elf_type,
-            machine,
-            1,
-            0,
-            ehsize,
-            shoff,
-            0,
-            ehsize,
-            phentsize,
-            phnum,
-            shentsize,
-            shnum,
-            shstrndx,
-        )
-    else:
-        header = ident + struct.pack(
-            end + "HHIIIIIHHHHHH",
-            elf_type,
-            machine,
-            1,
-            0,
-            ehsize,
-            shoff,
-            0,
-            ehsize,
-            phentsize,
-            phnum,
-            shentsize,
-            shnum,
-            shstrndx,
-        )
+    layout = "HHIQQQIHHHHHH" if wide else "HHIIIIIHHHHHH"  # e_entry, e_phoff, e_shoff widen
+    header = ident + struct.pack(
+        end + layout,
+        elf_type,
+        machine,
+        1,
+        0,
+        ehsize,
+        shoff,
+        0,
+        ehsize,
+        phentsize,
+        phnum,
+        shentsize,
+        shnum,
+        shstrndx,
+    )
     total = body_end + len(tail) + len(sections)
 
     def ph(p_type: int, offset: int, size: int) -> bytes:
