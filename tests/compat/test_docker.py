@@ -429,6 +429,47 @@ def test_twenty_containers_at_once(docker: Docker, docker_runtime: DockerRuntime
     assert gone.returncode == 0, gone.stderr
 
 
+# ---- an image's own loader and libraries ---------------------------------------------------
+
+TRIXIE = "localhost/hostjob-compat/trixie:13"
+PY_VERSION = "import sys; print(sys.version_info[:2])"
+
+
+def trixie_image(dk: Docker) -> str:
+    """Debian 13's root (tests/distro) as an image, by ``docker import``."""
+    if TRIXIE not in dk.docker("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split():
+        from tests import distro
+
+        path = f"ENV PATH={distro.IMAGE_PATH}"
+        dk.docker("import", "--change", path, "--change", 'CMD ["sh"]',
+                  distro.distro_tar(), TRIXIE, timeout=300, check=True)  # fmt: skip
+    return TRIXIE
+
+
+def test_an_images_programs_with_its_own_libraries(
+    docker: Docker, docker_runtime: DockerRuntime
+) -> None:
+    """A Debian 13 image on this older host: its python3 and jq are its own, whole (runc
+    gives them the image as /; hostjob the image's loader and libraries), in `run` and in
+    `exec`; what the job's shell starts is the host's."""
+    rt = docker_runtime
+    ref = trixie_image(docker)
+    cp = run(docker, rt, "--rm", ref, "python3", "-c", PY_VERSION)
+    assert (cp.returncode, cp.stdout) == (0, "(3, 13)\n"), cp.stderr
+    cp = run(docker, rt, "--rm", ref, "jq", "--version")
+    assert (cp.returncode, cp.stdout) == (0, "jq-1.7\n"), cp.stderr
+    cp = run(docker, rt, "--rm", ref, "sh", "-c", f'python3 -c "{PY_VERSION}"')
+    assert cp.returncode == 0, cp.stderr
+    assert (cp.stdout == "(3, 13)\n") is not rt.is_job_container  # a job's: the host's
+    name = docker.new_name("libs")
+    detached(docker, rt, name, ref, "sleep", "300")
+    try:
+        got = docker.docker("exec", name, "python3", "-c", PY_VERSION, timeout=60)
+        assert (got.returncode, got.stdout) == (0, "(3, 13)\n"), got.stderr
+    finally:
+        docker.docker("rm", "-f", name, timeout=90)
+
+
 # ---- what cannot work for a job container, by design ---------------------------------------
 
 # (docker's flags, why a job container cannot have it, the error docker shows instead)

@@ -127,7 +127,7 @@ def test_bind_mode_cwd_is_the_containers_view(hj: Hostjob, bundle, tmp_path: Pat
     existed = Path("/data").exists()
     for n, (cwd, seen) in enumerate(
         [
-            ("/", f"{mount_point}\nbin etc"),
+            ("/", f"{mount_point}\nbin data etc"),  # /data: the volume's link
             ("/etc", f"{mount_point}/etc\nimage-release"),
             ("/made/here", f"{mount_point}/made/here"),
             ("/data", "/data\nsub"),
@@ -142,6 +142,37 @@ def test_bind_mode_cwd_is_the_containers_view(hj: Hostjob, bundle, tmp_path: Pat
     config["process"]["cwd"] = "/data/no/such"
     assert "/data/no/such" in hj.fail("run", "-b", str(bundle(config, "b9")), new_id())
     assert not (volume / "no").exists()
+
+
+def test_each_volume_is_also_under_the_mount_point(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    """As hcsshim lays it out: a volume at its destination and, where the image has
+    nothing at that path, under the mount point too (a link in the rootfs, removed at
+    delete); where the image has that path, the image's stays."""
+    volume = tmp_path / "vol"
+    volume.mkdir()
+    (volume / "data").write_text("volume data\n")
+    config = base_config(
+        "sh", "-c",
+        "cat $(CONTAINER_SANDBOX_MOUNT_POINT)/srv/config/data /srv/config/data;"
+        " ls $(CONTAINER_SANDBOX_MOUNT_POINT)/opt/image-own",
+    )  # fmt: skip
+    config["annotations"] = {"io.hostjob.mount-mode": "bind"}
+    config["mounts"] = [
+        {"destination": "/srv/config", "type": "bind", "source": str(volume), "options": ["ro"]},
+        {"destination": "/opt/image-own", "type": "bind", "source": str(volume), "options": []},
+    ]
+    path = bundle(config)
+    (path / "rootfs" / "opt" / "image-own").mkdir(parents=True)
+    (path / "rootfs" / "opt" / "image-own" / "the-image-s").write_text("")
+    before = sorted(str(p.relative_to(path / "rootfs")) for p in (path / "rootfs").rglob("*"))
+    existed = Path("/srv/config").exists(), Path("/opt/image-own").exists()
+    result = hj("run", "-b", str(path), new_id())
+    assert result.stdout.splitlines() == ["volume data", "volume data", "the-image-s"], (
+        result.stderr
+    )
+    after = sorted(str(p.relative_to(path / "rootfs")) for p in (path / "rootfs").rglob("*"))
+    assert after == before  # the link and the directory made for it are gone
+    assert (Path("/srv/config").exists(), Path("/opt/image-own").exists()) == existed
 
 
 def test_two_bind_containers_share_a_mount_point(hj: Hostjob, bundle, tmp_path: Path) -> None:

@@ -68,6 +68,7 @@ def test_path_appends_mount_point_copies(hj: Hostjob, bundle, tmp_path: Path) ->
         "${CONTAINER_SANDBOX_MOUNT_POINT}",
         "%CONTAINER_SANDBOX_MOUNT_POINT%",
         "$env:CONTAINER_SANDBOX_MOUNT_POINT",
+        "$(CONTAINER_SANDBOX_MOUNT_POINT)",  # Kubernetes', which the kubelet passes on
     ],
 )
 def test_substitution_forms(hj: Hostjob, bundle, tmp_path: Path, form: str) -> None:
@@ -79,6 +80,54 @@ def test_substitution_forms(hj: Hostjob, bundle, tmp_path: Path, form: str) -> N
     config["process"]["env"] = [f"VALUE={form}/etc", "PATH=/bin"]
     mp2 = str(tmp_path / "b2" / "rootfs")
     assert env_of(run_output(hj, bundle, config, "b2"))["VALUE"] == f"{mp2}/etc"
+
+
+def test_the_hosts_etc_environment_is_a_logins_base(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    """The host's /etc/environment (here: a file bound over it in a mount namespace of the
+    test's own, so the host's stays as it is) is the base of the process's environment;
+    the config's own variables win."""
+    etc = tmp_path / "environment"
+    etc.write_text('https_proxy=http://proxy.example:3128\nexport LANG="C.UTF-8"\nKEEP=etc\n')
+    config = base_config("env")
+    config["process"]["env"] = ["PATH=/bin", "KEEP=config"]
+    path = bundle(config)
+    script = f'mount --bind "{etc}" /etc/environment && exec "$@"'
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
+         *hj.argv("run", "-b", str(path), new_id())],
+        capture_output=True, text=True, timeout=60, env=hostjob_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    env = env_of(done.stdout)
+    assert env["https_proxy"] == "http://proxy.example:3128"
+    assert env["LANG"] == "C.UTF-8"
+    assert env["KEEP"] == "config"
+
+
+def test_scheduler_and_io_priority_are_applied(hj: Hostjob, bundle) -> None:
+    """process.scheduler and process.ioPriority, as runc applies them: to the process
+    and what it starts (the job's children inherit both)."""
+    config = base_config("sh", "-c", "ionice -p $$; cut -d' ' -f19,41 /proc/$$/stat")
+    config["process"]["scheduler"] = {"policy": "SCHED_BATCH", "nice": 7}
+    config["process"]["ioPriority"] = {"class": "IOPRIO_CLASS_IDLE", "priority": 7}
+    lines = run_output(hj, bundle, config).splitlines()
+    assert lines == ["idle", "7 3"]  # nice 7, policy 3 (SCHED_BATCH)
+    config["process"]["scheduler"] = {"policy": "SCHED_IDLE"}
+    config["process"]["ioPriority"] = {"class": "IOPRIO_CLASS_BE", "priority": 2}
+    lines = run_output(hj, bundle, config, "b2").splitlines()
+    assert lines == ["best-effort: prio 2", "0 5"]
+
+
+def test_a_scheduler_the_kernel_refuses_fails_create(hj: Hostjob, bundle) -> None:
+    config = base_config("true")
+    # A deadline task's runtime must not exceed its deadline: the kernel says EINVAL.
+    config["process"]["scheduler"] = {
+        "policy": "SCHED_DEADLINE", "runtime": 2000000, "deadline": 1000000, "period": 1000000
+    }  # fmt: skip
+    cid = new_id()
+    err = hj.fail("create", "-b", str(bundle(config)), cid)
+    assert err.startswith("cannot set the scheduler (process.scheduler: SCHED_DEADLINE")
+    assert not (hj.root / cid).exists()
 
 
 def test_no_other_expansion(hj: Hostjob, bundle) -> None:

@@ -76,6 +76,7 @@ GLOBAL = Command(
             FLAG,
             "run as the launcher, unless io.hostjob.inherit-user says otherwise",
         ),
+        Option("default-loader", VALUE, "image or host, unless io.hostjob.loader says"),
         Option(
             "auto-user-range",
             VALUE,
@@ -108,6 +109,7 @@ class Context:
         "criu",
         "debug",
         "default_inherit_user",
+        "default_loader",
         "default_mount_mode",
         "default_mount_point",
         "log",
@@ -128,6 +130,7 @@ class Context:
         self.default_mount_mode: str | None = args.default_mount_mode
         self.default_mount_point: str | None = args.default_rootfs_mount_point
         self.default_inherit_user: bool = args.default_inherit_user
+        self.default_loader: str | None = args.default_loader
         self.auto_user_range: str | None = args.auto_user_range
 
     def defaults(self) -> dict[str, str]:
@@ -141,6 +144,8 @@ class Context:
             found["io.hostjob.rootfs-mount-point"] = self.default_mount_point
         if self.default_inherit_user:
             found["io.hostjob.inherit-user"] = "true"
+        if self.default_loader:
+            found["io.hostjob.loader"] = self.default_loader
         return found
 
     def delegate_flags(self) -> list[str]:
@@ -199,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(HostjobError(f"invalid log-format: {glob.log_format}"), glob.debug)
     if glob.default_mount_mode not in (None, "host", "bind"):
         why = f"invalid --default-mount-mode: {glob.default_mount_mode!r} (host or bind)"
+        return _fail(HostjobError(why), glob.debug)
+    if glob.default_loader not in (None, "image", "host"):
+        why = f"invalid --default-loader: {glob.default_loader!r} (image or host)"
         return _fail(HostjobError(why), glob.debug)
     log.configure(glob.log, glob.log_format, glob.debug)
     if not glob.command:

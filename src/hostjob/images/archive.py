@@ -23,7 +23,11 @@ from hostjob.images.content import Digester
 from hostjob.images.errors import ImageError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
+
+    # What the walk shows an observer of each entry packed: its path in the layer, its
+    # lstat, a regular file's open descriptor (else -1), a symlink's target.
+    Observer = Callable[[str, os.stat_result, int, "str | None"], None]
 
 # xattrs worth shipping with host tools (file capabilities) and user metadata.
 _KEPT_XATTR_PREFIXES = ("security.capability", "user.")
@@ -133,9 +137,17 @@ class LayerWriter:
     other read bits (0o044: anyone): a file that only its owner may read (or one in a
     directory others cannot search) makes the layer's own file as private."""
 
-    __slots__ = ("inodes", "keep_owner", "mtime", "readers", "tar", "what")
+    __slots__ = ("inodes", "keep_owner", "mtime", "observe", "readers", "tar", "what")
 
-    def __init__(self, tar: tarfile.TarFile, what: str, mtime: int, keep_owner: bool) -> None:
+    def __init__(
+        self,
+        tar: tarfile.TarFile,
+        what: str,
+        mtime: int,
+        keep_owner: bool,
+        observe: Observer | None = None,
+    ) -> None:
+        self.observe = observe
         self.tar = tar
         self.what = what
         self.mtime = mtime
@@ -212,6 +224,9 @@ class LayerWriter:
             # Owners become 0:0, so a setuid or setgid bit would make a user's program
             # a root one: privilege bits travel only with their owner (--keep-owner).
             info.mode = mode & ~(stat.S_ISUID | stat.S_ISGID)
+        if self.observe is not None:
+            regular = info.type == tarfile.REGTYPE
+            self.observe(entry.rel, st, fd if regular else -1, info.linkname or None)
         pax = _xattrs(fd, self.keep_owner) if fd >= 0 else {}
         if pax:
             info.pax_headers = pax
@@ -228,6 +243,7 @@ def write_layer(
     mtime: int = 0,
     keep_owner: bool = False,
     compresslevel: int = 6,
+    observe: Observer | None = None,
 ) -> tuple[str, str, int, int]:
     """Write ``src_dir`` as a gzip layer to ``dest``: ``(digest, diff_id, size, mode)``,
     ``mode`` the permissions the layer's file may have: 0o644 when anyone could read
@@ -236,7 +252,8 @@ def write_layer(
     Read fd-relative (``walk``): a tree another user can write may change under us,
     which fails the pack with one line but never puts a file from outside it (a
     symlink's target) in the layer. Without ``keep_owner`` setuid and setgid bits,
-    and file capabilities, are cleared."""
+    and file capabilities, are cleared. ``observe`` sees each entry as it is packed
+    (``hostjob.images.packcheck``)."""
     import gzip
 
     try:
@@ -253,7 +270,7 @@ def write_layer(
         ) as gz:
             plain = Digester(gz)
             with tarfile.open(fileobj=plain, mode="w|", format=tarfile.PAX_FORMAT) as tf:  # type: ignore[call-overload]
-                layer = LayerWriter(tf, what, mtime, keep_owner)
+                layer = LayerWriter(tf, what, mtime, keep_owner, observe)
                 layer.saw(os.fstat(root).st_mode)  # the directory packed
                 for entry in walk(root, what):
                     layer.add(entry)

@@ -21,8 +21,9 @@ import os
 import tempfile
 from typing import TYPE_CHECKING, Any
 
+from hostjob import log
 from hostjob.errors import InvalidArgument
-from hostjob.images import imagespec
+from hostjob.images import imagespec, packcheck
 from hostjob.images import reference as refs
 from hostjob.images.archive import CHUNK, write_layer
 from hostjob.images.content import Digester
@@ -266,9 +267,15 @@ def _pack_layout(
     else:
         layout_dir = target.path
     base_image = _Base(base, store_root) if base else None
+    # What the directory's programs lack to run as the image's own (a base's layers
+    # may hold it: only a directory packed alone is checked).
+    index = packcheck.TreeIndex() if base_image is None else None
     try:
         layout = Layout(layout_dir)
-        layer, diff_id = _write_layer(layout, src_dir, epoch, keep_owner)
+        layer, diff_id = _write_layer(layout, src_dir, epoch, keep_owner, index)
+        problems = index.problems() if index is not None else []
+        if problems:
+            log.warning(packcheck.warning(src_dir, problems), stderr=True)
         if base_image is not None:
             base_config, layers = base_image.config, _copy_base_layers(base_image, layout)
         else:
@@ -294,14 +301,16 @@ def _pack_layout(
 
 
 def _write_layer(
-    layout: Layout, src_dir: str, epoch: int, keep_owner: bool
+    layout: Layout, src_dir: str, epoch: int, keep_owner: bool, index: packcheck.TreeIndex | None
 ) -> tuple[imagespec.Descriptor, str]:
-    """``src_dir`` as a gzip layer blob in ``layout``: its descriptor and diffID."""
+    """``src_dir`` as a gzip layer blob in ``layout``: its descriptor and diffID;
+    ``index`` sees each entry as it is packed."""
     fd, tmp = tempfile.mkstemp(prefix=".layer-", dir=os.path.join(layout.path, "blobs", "sha256"))
     try:
         with os.fdopen(fd, "wb") as f:
+            observe = index.saw if index is not None else None
             digest, diff_id, size, mode = write_layer(
-                src_dir, f, mtime=epoch, keep_owner=keep_owner
+                src_dir, f, mtime=epoch, keep_owner=keep_owner, observe=observe
             )
         layout.add_file(tmp, digest, mode)
     except BaseException:

@@ -11,7 +11,7 @@ directory, its bundle), so it goes through the same one conversion step
   ``--cwd``; the user, first of: ``--user``, an inherit-user ``--annotation``, the
   image's ``User``, and else the launcher's own identity (inherit mode); ``--user
   auto`` is the ``io.hostjob.user: auto`` annotation (a uid of the container's own).
-* annotations: ``--annotation``, the mount mode and point, ``--user auto``, and
+* annotations: ``--annotation``, the mount mode and point, ``--loader``, ``--user auto``, and
   ``--secret SRC:DST`` (``io.hostjob.secrets``) — only flags.
 * mounts: each ``--volume SRC:DST[:ro]`` as a bind mount.
 * linux.resources: ``--memory``, ``--cpus``, ``--pids-limit``.
@@ -39,6 +39,7 @@ from hostjob.specconv.convert import (
     ANNOTATION_MOUNT_POINT,
     HCS_INHERIT_USER,
 )
+from hostjob.specconv.execution import ANNOTATION_LOADER
 from hostjob.specconv.isolation import ANNOTATION_SECRETS, ANNOTATION_USER, AUTO, check_secret
 
 TYPE_CHECKING = False
@@ -61,6 +62,7 @@ class RunFlags:
         "entrypoint",
         "env",
         "env_files",
+        "loader",
         "memory",
         "mount_mode",
         "mount_point",
@@ -84,6 +86,7 @@ class RunFlags:
         self.pids_limit: int | None = values.pop("pids_limit", None)
         self.mount_point: str | None = values.pop("mount_point", None)
         self.mount_mode: str | None = values.pop("mount_mode", None)
+        self.loader: str | None = values.pop("loader", None)  # io.hostjob.loader
         self.volumes: list[str] = values.pop("volumes", [])
         self.annotations: list[str] = values.pop("annotations", [])
         self.secrets: list[str] = values.pop("secrets", [])
@@ -113,6 +116,8 @@ def build_spec(
         annotations[ANNOTATION_MOUNT_MODE] = flags.mount_mode
     if flags.mount_point:
         annotations[ANNOTATION_MOUNT_POINT] = flags.mount_point
+    if flags.loader:
+        annotations[ANNOTATION_LOADER] = flags.loader
     if flags.secrets:
         given = annotations.get(ANNOTATION_SECRETS)
         annotations[ANNOTATION_SECRETS] = ",".join(

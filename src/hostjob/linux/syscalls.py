@@ -3,8 +3,8 @@
 The one module of hostjob that calls C, imported lazily; the C binding itself is
 made on the first call, not at import. Each wrapper is a thin, documented call
 that raises ``OSError`` with the errno on failure; callers turn that into a
-``HostjobError``. The capability names and numbers of capability.h live here too
-(``CAP_NAMES``, ``cap_mask``): plain Python, no C.
+``HostjobError``. The capability names and numbers of capability.h are
+``hostjob.linux.capabilities``' (plain Python, no C).
 
 The binding is CPython's ``_ctypes`` (what ``ctypes`` is built on) used directly:
 ``import ctypes`` costs ~2-4 ms (its ``__init__`` defines every C type, imports
@@ -22,6 +22,7 @@ from __future__ import annotations
 import posix
 
 from hostjob.boot import paths
+from hostjob.linux.capabilities import cap_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -284,93 +285,6 @@ def capset(effective: int, permitted: int, inheritable: int) -> None:
     _check(_lib().capset(ffi.byref(header), ffi.byref(data)), "capset")
 
 
-# --- capabilities (capability.h) --------------------------------------------------------
-# Names and numbers only: checking a config's capability names binds no C.
-
-CAP_NAMES = (
-    "CAP_CHOWN",
-    "CAP_DAC_OVERRIDE",
-    "CAP_DAC_READ_SEARCH",
-    "CAP_FOWNER",
-    "CAP_FSETID",
-    "CAP_KILL",
-    "CAP_SETGID",
-    "CAP_SETUID",
-    "CAP_SETPCAP",
-    "CAP_LINUX_IMMUTABLE",
-    "CAP_NET_BIND_SERVICE",
-    "CAP_NET_BROADCAST",
-    "CAP_NET_ADMIN",
-    "CAP_NET_RAW",
-    "CAP_IPC_LOCK",
-    "CAP_IPC_OWNER",
-    "CAP_SYS_MODULE",
-    "CAP_SYS_RAWIO",
-    "CAP_SYS_CHROOT",
-    "CAP_SYS_PTRACE",
-    "CAP_SYS_PACCT",
-    "CAP_SYS_ADMIN",
-    "CAP_SYS_BOOT",
-    "CAP_SYS_NICE",
-    "CAP_SYS_RESOURCE",
-    "CAP_SYS_TIME",
-    "CAP_SYS_TTY_CONFIG",
-    "CAP_MKNOD",
-    "CAP_LEASE",
-    "CAP_AUDIT_WRITE",
-    "CAP_AUDIT_CONTROL",
-    "CAP_SETFCAP",
-    "CAP_MAC_OVERRIDE",
-    "CAP_MAC_ADMIN",
-    "CAP_SYSLOG",
-    "CAP_WAKE_ALARM",
-    "CAP_BLOCK_SUSPEND",
-    "CAP_AUDIT_READ",
-    "CAP_PERFMON",
-    "CAP_BPF",
-    "CAP_CHECKPOINT_RESTORE",
-)
-CAP_NUMBERS = {name: number for number, name in enumerate(CAP_NAMES)}
-
-
-def cap_name(cap: int) -> str:
-    """``CAP_KILL`` for 5; a number this table does not know (a newer kernel's) as such."""
-    return CAP_NAMES[cap] if cap < len(CAP_NAMES) else f"capability {cap}"
-
-
-CAP_SETS = ("bounding", "effective", "inheritable", "permitted", "ambient")
-
-
-_last_cap: int | None = None
-
-
-def last_cap() -> int:
-    """The highest capability number this kernel knows (read once per process: the
-    config's conversion and the container process both ask, the child inheriting it)."""
-    global _last_cap
-    if _last_cap is None:
-        try:
-            fd = posix.open("/proc/sys/kernel/cap_last_cap", posix.O_RDONLY | posix.O_CLOEXEC)
-            try:
-                _last_cap = int(posix.read(fd, 32))
-            finally:
-                posix.close(fd)
-        except (OSError, ValueError):
-            _last_cap = len(CAP_NAMES) - 1
-    return _last_cap
-
-
-def cap_mask(names: list[str]) -> int:
-    """A bit mask of capability names; names this kernel lacks are dropped (runc warns)."""
-    top = last_cap()
-    mask = 0
-    for name in names:
-        number = CAP_NUMBERS[name]
-        if number <= top:
-            mask |= 1 << number
-    return mask
-
-
 def _ulong(value: int) -> Any:
     return _ffi().ULong(value)
 
@@ -483,3 +397,34 @@ def fs_context_messages(fd: int) -> list[str]:
             break
         out.append(data.decode(errors="replace").strip())
     return out
+
+
+# --- scheduling: process.scheduler and process.ioPriority -----------------------------
+# The numbers of two calls glibc has no wrapper for (not in the glibc this host may
+# have), by machine (uname); the generic table's (aarch64, riscv64, loongarch64) else.
+_SCHED_SETATTR = {"x86_64": 314, "i686": 351, "i386": 351, "armv7l": 380, "ppc64le": 355}
+_IOPRIO_SET = {"x86_64": 251, "i686": 289, "i386": 289, "armv7l": 314, "ppc64le": 273}
+_SCHED_SETATTR.update(ppc64=355, s390x=345)
+_IOPRIO_SET.update(ppc64=273, s390x=282)
+IOPRIO_WHO_PROCESS = 1
+
+
+def sched_setattr(
+    policy: int, flags: int, nice: int, priority: int, runtime: int, deadline: int, period: int
+) -> None:
+    """sched_setattr(2) on this thread: ``struct sched_attr`` as Linux 4.13 has it
+    (SCHED_ATTR_SIZE_VER1, the utilisation clamps 0)."""
+    from _struct import pack
+
+    attr = pack("=IIQiIQQQII", 56, policy, flags, nice, priority, runtime, deadline, period, 0, 0)
+    ffi = _ffi()
+    buffer = (ffi.UInt32 * 14).from_buffer_copy(attr)
+    number = _SCHED_SETATTR.get(posix.uname().machine, 274)
+    _check(_syscall(number, 0, ffi.byref(buffer), 0), "sched_setattr")
+
+
+def ioprio_set(klass: int, level: int) -> None:
+    """ioprio_set(2) on this process: ``klass`` (IOPRIO_CLASS_RT 1, BE 2, IDLE 3) and
+    ``level`` (0-7)."""
+    number = _IOPRIO_SET.get(posix.uname().machine, 30)
+    _check(_syscall(number, IOPRIO_WHO_PROCESS, 0, (klass << 13) | level), "ioprio_set")

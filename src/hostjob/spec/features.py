@@ -7,7 +7,7 @@ enabled and a ``user`` namespace, and hostjob lists neither."""
 
 from __future__ import annotations
 
-from hostjob.linux.syscalls import CAP_NAMES
+from hostjob.linux.capabilities import CAP_NAMES
 from hostjob.seccomp import bpf
 from hostjob.spec.runtime import HOOK_POINTS, OCI_VERSION
 
@@ -72,6 +72,8 @@ def features() -> dict[str, Any]:
             "io.hostjob.job-container.<container name>": "true|false (a pod annotation)",
             "io.hostjob.rootfs-mount-point": "absolute path",
             "io.hostjob.inherit-user": "true|false",
+            "io.hostjob.loader": "image|host (default: image: the image's program runs with"
+            " the image's own loader and libraries)",
             "io.hostjob.pod-namespaces": "join (a pod annotation: join the sandbox's"
             " network, IPC and UTS namespaces)",
             "io.hostjob.user": "auto (a uid and gid of the container's own)",

@@ -19,7 +19,7 @@ from __future__ import annotations
 from hostjob import log
 from hostjob.boot import paths
 from hostjob.errors import ConfigError, NotAJobContainer
-from hostjob.specconv import isolation
+from hostjob.specconv import execution, isolation
 from hostjob.specconv.jobconfig import Hook, JobConfig, ProcessConfig, Rlimit, merge_resources
 from hostjob.specconv.pods import default_mount_mode, is_cri, is_job_container, pod_namespaces
 from hostjob.specconv.refused import refuse_linux_fields, refuse_process_fields
@@ -54,6 +54,7 @@ DEFAULT_FLAGS = {
     ANNOTATION_MOUNT_MODE: "--default-mount-mode",
     ANNOTATION_MOUNT_POINT: "--default-rootfs-mount-point",
     ANNOTATION_INHERIT_USER: "--default-inherit-user",
+    execution.ANNOTATION_LOADER: "--default-loader",
 }
 
 
@@ -182,6 +183,7 @@ def to_job_config(
         seccomp=linux.seccomp,
         auto_user=isolation.auto_user(annotations, inherit_user) or None,
         secrets=isolation.secrets(annotations, found_volumes),
+        loader=execution.loader(annotations, defaults, DEFAULT_FLAGS),
     )
 
 
@@ -362,6 +364,8 @@ def process_config(process: wire.Process, path: str) -> ProcessConfig:
         no_new_privileges=bool(process.no_new_privileges),
         capabilities=_capabilities(process.capabilities, path),
         oom_score_adj=process.oom_score_adj,
+        scheduler=execution.scheduler(process.scheduler, path),
+        io_priority=execution.io_priority(process.io_priority, path),
     )
 
 
@@ -386,7 +390,7 @@ def _rlimits(rlimits: list[wire.Rlimit], path: str) -> list[Rlimit]:
 def _capabilities(capabilities: wire.Capabilities | None, path: str) -> dict[str, list[str]] | None:
     if capabilities is None:
         return None
-    from hostjob.linux.syscalls import CAP_NUMBERS, CAP_SETS
+    from hostjob.linux.capabilities import CAP_NUMBERS, CAP_SETS
 
     out: dict[str, list[str]] = {}
     for name in CAP_SETS:

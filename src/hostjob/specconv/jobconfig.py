@@ -43,6 +43,37 @@ class Rlimit(Model):
     FIELDS = (("type", "type", string), ("soft", "soft", integer), ("hard", "hard", integer))
 
 
+class Scheduler(Model):
+    """``process.scheduler``, checked (runc's rules): what ``sched_setattr`` is given."""
+
+    __slots__ = ("deadline", "flags", "nice", "period", "policy", "priority", "runtime")
+    policy: str  # SCHED_OTHER, SCHED_FIFO, ... (hostjob.specconv.execution.POLICIES)
+    nice: int
+    priority: int
+    flags: list[str]
+    runtime: int
+    deadline: int
+    period: int
+    FIELDS = (
+        ("policy", "policy", string),
+        ("nice", "nice", integer),
+        ("priority", "priority", integer),
+        ("flags", "flags", string_list),
+        ("runtime", "runtime", integer),
+        ("deadline", "deadline", integer),
+        ("period", "period", integer),
+    )
+
+
+class IOPriority(Model):
+    """``process.ioPriority``, checked: an ``ioprio_set`` class and level."""
+
+    __slots__ = ("klass", "priority")
+    klass: str  # IOPRIO_CLASS_RT, IOPRIO_CLASS_BE or IOPRIO_CLASS_IDLE
+    priority: int
+    FIELDS = (("class", "klass", string), ("priority", "priority", integer))
+
+
 class ProcessConfig(Model):
     """What to run and as whom, before the job-container rules (``runtime.resolve``)."""
 
@@ -55,9 +86,11 @@ class ProcessConfig(Model):
         "cwd",
         "env",
         "gid",
+        "io_priority",
         "no_new_privileges",
         "oom_score_adj",
         "rlimits",
+        "scheduler",
         "terminal",
         "uid",
         "umask",
@@ -78,6 +111,8 @@ class ProcessConfig(Model):
     no_new_privileges: bool
     capabilities: dict[str, list[str]] | None
     oom_score_adj: int | None
+    scheduler: Scheduler | None
+    io_priority: IOPriority | None
     FIELDS = (
         ("args", "args", string_list),
         ("env", "env", string_list),
@@ -94,6 +129,8 @@ class ProcessConfig(Model):
         ("noNewPrivileges", "no_new_privileges", boolean),
         ("capabilities", "capabilities", map_of(string_list)),
         ("oomScoreAdj", "oom_score_adj", integer),
+        ("scheduler", "scheduler", model(Scheduler)),
+        ("ioPriority", "io_priority", model(IOPriority)),
     )
 
 
@@ -184,6 +221,7 @@ class JobConfig(Model):
         "hooks",
         "image",
         "inherit_user",
+        "loader",
         "mount_mode",
         "mount_point",
         "oci_version",
@@ -218,6 +256,9 @@ class JobConfig(Model):
     # Files the job gets from the host: [source, destination in the container's view]
     # pairs, written at create, readable by the job's user only (runtime.sandbox.secrets).
     secrets: list[list[str]] | None
+    # Whose loader and libraries the image's program uses: "image" or "host"
+    # (io.hostjob.loader; None in records made before it: "image").
+    loader: str | None
     FIELDS = (
         ("ociVersion", "oci_version", string),
         ("bundle", "bundle", string),
@@ -237,6 +278,7 @@ class JobConfig(Model):
         ("seccomp", "seccomp", json_object),
         ("autoUser", "auto_user", boolean),
         ("secrets", "secrets", list_of(string_list)),
+        ("loader", "loader", string),
     )
 
     def __init__(self, **values: Any) -> None:

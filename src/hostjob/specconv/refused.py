@@ -1,12 +1,13 @@
 """The runtime-spec 1.1-1.3 fields hostjob does not apply, refused with one line each.
 
 Newer clients (containerd 2.x, podman 5, runc 1.2 and 1.3's configs) can send a process's
-scheduling policy, I/O priority and CPU affinity, an execution domain, Intel RDT classes,
-a NUMA memory policy and idmapped mounts. A job container could honour some of them (they
-need no namespace), but hostjob does not set them yet, and a limit asked for and silently
-not applied is worse than a create that fails saying why: so each is refused, naming its
-JSON path. The one exception is an execution domain that asks for nothing: ``LINUX``
-without flags is every process's own, so it is given as it is.
+CPU affinity, an execution domain, Intel RDT classes, a NUMA memory policy and idmapped
+mounts. A job container could honour some of them (they need no namespace), but hostjob
+does not set them yet, and a limit asked for and silently not applied is worse than a
+create that fails saying why: so each is refused, naming its JSON path. The one exception
+is an execution domain that asks for nothing: ``LINUX`` without flags is every process's
+own, so it is given as it is. A process's scheduling policy and I/O priority are applied
+(``hostjob.specconv.execution`` checks them, the container process sets them).
 
 Pure, like the conversion that calls it; on the runtime path (no imports beyond errors).
 """
@@ -24,10 +25,6 @@ _NOT_YET = "is not applied by hostjob: remove it to run this container as a job 
 
 def refuse_process_fields(process: wire.Process, path: str) -> None:
     """A process's (config.json's or ``exec --process``'s) fields hostjob does not apply."""
-    if process.scheduler is not None:
-        raise ConfigError(f"a scheduling policy {_NOT_YET}", f"{path}.scheduler")
-    if process.io_priority is not None:
-        raise ConfigError(f"an I/O priority {_NOT_YET}", f"{path}.ioPriority")
     if process.exec_cpu_affinity is not None:
         raise ConfigError(f"a CPU affinity {_NOT_YET}", f"{path}.execCPUAffinity")
 

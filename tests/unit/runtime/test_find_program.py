@@ -11,6 +11,7 @@ import pytest
 
 from hostjob.errors import StartError
 from hostjob.runtime.launch import plan as launch_plan
+from hostjob.runtime.launch import program as launch_program
 from hostjob.specconv.jobconfig import ProcessConfig
 
 IMAGE_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -29,7 +30,7 @@ class Tree:
         # The process's PATH as build_env makes it: the host's entries first, then the
         # mount point's copies.
         path = launch_plan.extend_path(str(self.host), str(self.mp))
-        return launch_plan.find_program(name, "/", path, str(self.mp), image_path)
+        return launch_program.find_program(name, "/", path, str(self.mp), image_path)
 
 
 def program(path: Path, mode: int = 0o755) -> Path:
@@ -168,7 +169,7 @@ def test_a_path_with_a_slash_is_unchanged(tree: Tree, tmp_path: Path) -> None:
     tool = program(tmp_path / "work" / "bin" / "top")
     program(tree.mp / "bin" / "top")
     path = launch_plan.extend_path(str(tree.host), str(tree.mp))
-    found = launch_plan.find_program("bin/top", str(tmp_path / "work"), path, str(tree.mp))
+    found = launch_program.find_program("bin/top", str(tmp_path / "work"), path, str(tree.mp))
     assert found == str(tool)
 
 
@@ -194,3 +195,19 @@ def test_the_plan_keeps_the_image_path_and_the_process_path_host_first() -> None
     assert plan.image_path == "/usr/sbin:/usr/bin:/sbin:/bin"
     assert plan.path_value().startswith("/usr/sbin:/usr/bin:/sbin:/bin:")
     assert os.path.join(job.mount_point, "usr/bin") in plan.path_value().split(":")
+
+
+def test_an_absolute_path_the_host_lacks_resolves_inside_the_image(tree: Tree) -> None:
+    """/usr/bin/lua -> /etc/alternatives/lua-interpreter -> /usr/bin/lua5.4, absolute
+    links of the image, are followed inside it (the host has none of them)."""
+    real = program(tree.mp / "usr" / "bin" / "hostjob-test-lua5.4")
+    alternatives = tree.mp / "etc" / "alternatives"
+    alternatives.mkdir(parents=True)
+    (alternatives / "hostjob-test-lua").symlink_to("/usr/bin/hostjob-test-lua5.4")
+    (tree.mp / "usr" / "bin" / "hostjob-test-lua").symlink_to("/etc/alternatives/hostjob-test-lua")
+    path = launch_plan.extend_path(str(tree.host), str(tree.mp))
+    found, named = launch_program.find_program_named(
+        "/usr/bin/hostjob-test-lua", "/", path, str(tree.mp), IMAGE_PATH
+    )
+    assert found == str(real)
+    assert named == f"{tree.mp}/usr/bin/hostjob-test-lua"  # the name it was called by

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from hostjob.errors import ConfigError, StartError
 from hostjob.runtime.launch import plan as resolve
+from hostjob.runtime.launch import program as launch_program
 from hostjob.spec import runtime as wire
 from hostjob.specconv.convert import to_job_config
 from hostjob.specconv.jobconfig import ProcessConfig
@@ -29,6 +30,10 @@ MP = "/var/lib/job/rootfs"
         ("${CONTAINER_SANDBOX_MOUNT_POINT}/bin", f"{MP}/bin"),
         ("%CONTAINER_SANDBOX_MOUNT_POINT%\\bin", f"{MP}\\bin"),
         ("$env:CONTAINER_SANDBOX_MOUNT_POINT/x", f"{MP}/x"),
+        # Kubernetes' form, which the kubelet passes on unresolved
+        ("$(CONTAINER_SANDBOX_MOUNT_POINT)/bin/app", f"{MP}/bin/app"),
+        ("--root=$(CONTAINER_SANDBOX_MOUNT_POINT)", f"--root={MP}"),
+        ("$(CONTAINER_SANDBOX_MOUNT_POINTS)", "$(CONTAINER_SANDBOX_MOUNT_POINTS)"),
         ("a:$CONTAINER_SANDBOX_MOUNT_POINT:b", f"a:{MP}:b"),
         ("$CONTAINER_SANDBOX_MOUNT_POINTS", "$CONTAINER_SANDBOX_MOUNT_POINTS"),
         ("$HOME %PATH% ${X}", "$HOME %PATH% ${X}"),
@@ -107,6 +112,46 @@ def test_build_env_order_and_override() -> None:
     assert values["HOME"] == "/root" and values["USER"] == "root" and values["SHELL"] == "/bin/bash"
 
 
+def test_the_hosts_etc_environment_is_the_base_of_a_login(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a login's (pam_env): proxies and locale from /etc/environment, under the
+    account's identity and the config's own variables."""
+    etc = tmp_path / "environment"
+    etc.write_text(
+        "# proxies for every login\n"
+        "http_proxy=http://proxy:3128\n"
+        'export LANG="C.UTF-8"\n'
+        "NO_PROXY='localhost,.svc'\n"
+        "HOME=/nowhere\n"
+        "not a variable\n"
+        "1BAD=x\n"
+        "\n"
+    )
+    monkeypatch.setattr(resolve, "HOST_ENVIRONMENT", str(etc))
+    creds = resolve.Credentials(0, 0, [], "/root", "root", "/bin/bash")
+    env = resolve.build_env(process(env=["LANG=de_DE.UTF-8"]), creds, MP, inherit=False)
+    values = dict(e.split("=", 1) for e in env)
+    assert values["http_proxy"] == "http://proxy:3128"
+    assert values["NO_PROXY"] == "localhost,.svc"
+    assert values["LANG"] == "de_DE.UTF-8"  # the config wins
+    assert values["HOME"] == "/root"  # the account's identity wins
+    assert "not a variable" not in " ".join(env) and "1BAD" not in values
+    assert values["PATH"].startswith(resolve.DEFAULT_PATH + ":")
+    # A PATH of /etc/environment is the login's PATH, as pam_env makes it.
+    etc.write_text("PATH=/opt/site/bin:/usr/bin\n")
+    env = resolve.build_env(process(), creds, MP, inherit=False)
+    assert dict(e.split("=", 1) for e in env)["PATH"].startswith("/opt/site/bin:/usr/bin:")
+    # Inheriting the launcher's environment takes that, not /etc/environment.
+    etc.write_text("ONLY_IN_ETC=1\n")
+    env = resolve.build_env(process(), creds, MP, inherit=True)
+    assert not any(e.startswith("ONLY_IN_ETC=") for e in env)
+
+
+def test_no_etc_environment_is_an_empty_one(tmp_path: Path) -> None:
+    assert resolve.host_environment(str(tmp_path / "missing")) == {}
+
+
 def test_numeric_user_without_passwd_entry() -> None:
     creds = resolve.resolve_user(process(uid=4242, gid=4343, additional_gids=[7]), inherit=False)
     assert (creds.uid, creds.gid, creds.groups, creds.home, creds.name) == (
@@ -132,34 +177,37 @@ def test_bare_names_are_searched_in_path(tmp_path: Path) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
     executable(second / "tool")
     executable(first / "other")
-    found = resolve.find_program("tool", "/", f"{first}:{second}", MP)
+    found = launch_program.find_program("tool", "/", f"{first}:{second}", MP)
     assert found == str(second / "tool")
     with pytest.raises(StartError, match=r'exec: "nope": executable file not found in \$PATH'):
-        resolve.find_program("nope", "/", f"{first}:{second}", MP)
+        launch_program.find_program("nope", "/", f"{first}:{second}", MP)
 
 
 def test_a_relative_path_is_taken_from_the_working_directory(tmp_path: Path) -> None:
     executable(tmp_path / "bin" / "app")
-    assert resolve.find_program("bin/app", str(tmp_path), "", MP) == f"{tmp_path}/bin/app"
+    assert launch_program.find_program("bin/app", str(tmp_path), "", MP) == f"{tmp_path}/bin/app"
 
 
 def test_an_absolute_path_is_the_hosts_else_the_mount_points(tmp_path: Path) -> None:
     host = executable(tmp_path / "host-tool")
-    assert resolve.find_program(str(host), "/", "", MP) == str(host)
+    assert launch_program.find_program(str(host), "/", "", MP) == str(host)
     mount_point = tmp_path / "mp"
     executable(mount_point / "opt" / "app")
-    assert resolve.find_program("/opt/app", "/", "", str(mount_point)) == f"{mount_point}/opt/app"
+    assert (
+        launch_program.find_program("/opt/app", "/", "", str(mount_point))
+        == f"{mount_point}/opt/app"
+    )
 
 
 def test_a_directory_or_a_non_executable_is_a_start_error(tmp_path: Path) -> None:
     (tmp_path / "dir").mkdir()
     with pytest.raises(StartError, match="is a directory"):
-        resolve.find_program(str(tmp_path / "dir"), "/", "", MP)
+        launch_program.find_program(str(tmp_path / "dir"), "/", "", MP)
     plain = executable(tmp_path / "plain", 0o644)
     with pytest.raises(StartError, match="permission denied"):
-        resolve.find_program(str(plain), "/", "", MP)
+        launch_program.find_program(str(plain), "/", "", MP)
     with pytest.raises(StartError, match="no such file or directory"):
-        resolve.find_program(str(tmp_path / "gone"), "/", "", MP)
+        launch_program.find_program(str(tmp_path / "gone"), "/", "", MP)
 
 
 # --- User ------------------------------------------------------------------------------

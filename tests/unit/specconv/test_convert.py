@@ -291,8 +291,6 @@ def test_hyperv_with_a_job_container_is_refused() -> None:
 
 # runtime-spec 1.1-1.3 fields a job container does not apply: refused with their JSON path
 NOT_APPLIED = [
-    ("process.scheduler", {"process": {"scheduler": {"policy": "SCHED_BATCH"}}}, "scheduling"),
-    ("process.ioPriority", {"process": {"ioPriority": {"class": "IOPRIO_CLASS_IDLE"}}}, "I/O"),
     ("process.execCPUAffinity", {"process": {"execCPUAffinity": {"final": "0"}}}, "affinity"),
     ("linux.intelRdt", {"linux": {"intelRdt": {"closID": "guaranteed_group"}}}, "RDT"),
     ("linux.personality", {"linux": {"personality": {"domain": "LINUX32"}}}, "LINUX32"),
@@ -315,8 +313,8 @@ def test_newer_fields_not_applied_are_refused(path: str, extra: dict[str, Any], 
 
 def test_newer_process_fields_are_refused_for_exec_too() -> None:
     with pytest.raises(ConfigError) as caught:
-        proc(scheduler={"policy": "SCHED_OTHER", "nice": 5})
-    assert caught.value.path == "process.scheduler"
+        proc(execCPUAffinity={"initial": "0"})
+    assert caught.value.path == "process.execCPUAffinity"
 
 
 def test_the_linux_domain_without_flags_is_given(logged: list[tuple[str, str]]) -> None:
@@ -385,6 +383,68 @@ def test_cri_containers_default_to_bind_mode(annotations: dict[str, str], mode: 
     job = convert(base_config(annotations=annotations))
     assert job.mount_mode == mode
     assert job.mount_point == ("/hpc" if mode == "bind" else job.rootfs)
+
+
+def test_loader_annotation() -> None:
+    assert convert(base_config()).loader == "image"
+    host = convert(base_config(annotations={"io.hostjob.loader": "host"}))
+    assert host.loader == "host"
+    refused(
+        base_config(annotations={"io.hostjob.loader": "musl"}),
+        "annotations.io.hostjob.loader",
+        "image, host",
+    )
+    defaults = {"io.hostjob.loader": "host"}
+    job = to_job_config(wire.Spec.decode(base_config()), BUNDLE, CID, None, defaults)
+    assert job.loader == "host"
+    own = base_config(annotations={"io.hostjob.loader": "image"})
+    assert to_job_config(wire.Spec.decode(own), BUNDLE, CID, None, defaults).loader == "image"
+    with pytest.raises(ConfigError) as caught:
+        to_job_config(
+            wire.Spec.decode(base_config()), BUNDLE, CID, None, {"io.hostjob.loader": "x"}
+        )
+    assert caught.value.path == "--default-loader"
+
+
+def test_scheduler_and_io_priority_are_kept() -> None:
+    deadline = {"policy": "SCHED_DEADLINE", "runtime": 42000, "deadline": 10**6,
+                "period": 10**6, "flags": ["SCHED_FLAG_RESET_ON_FORK"]}  # fmt: skip
+    got = proc(scheduler=deadline, ioPriority={"class": "IOPRIO_CLASS_IDLE", "priority": 7})
+    assert got.scheduler is not None and got.io_priority is not None
+    assert (got.scheduler.policy, got.scheduler.runtime, got.scheduler.flags) == (
+        "SCHED_DEADLINE",
+        42000,
+        ["SCHED_FLAG_RESET_ON_FORK"],
+    )
+    assert (got.io_priority.klass, got.io_priority.priority) == ("IOPRIO_CLASS_IDLE", 7)
+    batch = proc(scheduler={"policy": "SCHED_BATCH", "nice": 10}).scheduler
+    assert batch is not None and (batch.nice, batch.priority, batch.flags) == (10, 0, [])
+    assert proc().scheduler is None and proc().io_priority is None
+    # What the record keeps reads back the same.
+    assert ProcessConfig.decode(got.to_json()).to_json() == got.to_json()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "path", "words"),
+    [
+        ("scheduler", {"nice": 1}, "process.scheduler.policy", "required"),
+        ("scheduler", {"policy": "SCHED_FAST"}, "process.scheduler.policy", "unknown"),
+        ("scheduler", {"policy": "SCHED_OTHER", "nice": 20}, "process.scheduler.nice", "range"),
+        ("scheduler", {"policy": "SCHED_OTHER", "priority": 5}, "process.scheduler.priority",
+         "SCHED_FIFO and SCHED_RR"),
+        ("scheduler", {"policy": "SCHED_FIFO", "priority": 100}, "process.scheduler.priority",
+         "range"),
+        ("scheduler", {"policy": "SCHED_RR", "runtime": 1}, "process.scheduler",
+         "SCHED_DEADLINE only"),
+        ("scheduler", {"policy": "SCHED_OTHER", "flags": ["SCHED_FLAG_X"]},
+         "process.scheduler.flags[0]", "unknown"),
+        ("ioPriority", {"class": "IOPRIO_CLASS_FAST"}, "process.ioPriority.class", "unknown"),
+        ("ioPriority", {"class": "IOPRIO_CLASS_BE", "priority": 8}, "process.ioPriority.priority",
+         "range"),
+    ],
+)  # fmt: skip
+def test_bad_scheduling_is_refused(field: str, value: Any, path: str, words: str) -> None:
+    refused(with_("process", **{field: value}), path, words)
 
 
 # --- operator defaults per runtime name (global flags) ----------------------------------------

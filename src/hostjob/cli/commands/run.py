@@ -75,6 +75,11 @@ IMAGE_OPTIONS = (
     Option("pids-limit", INT, "maximum number of processes"),
     Option("mount-point", VALUE, "where the image appears (host mode: bound on the host)"),
     Option("mount-mode", VALUE, "host (default) or bind (a private mount namespace)"),
+    Option(
+        "loader",
+        VALUE,
+        "image (default: the image's program with the image's loader and libraries) or host",
+    ),
     Option("volume,v", LIST, "SRC:DST[:ro]; repeatable"),
     Option("annotation", LIST, "KEY=VALUE annotation; repeatable"),
     Option("pull", VALUE, "always, missing (default) or never", default="missing"),
@@ -196,6 +201,8 @@ def _run_image(args: Args, ctx: Context) -> int:
 
     if args.mount_mode not in (None, "host", "bind"):  # before anything is pulled
         raise InvalidArgument(f"--mount-mode {args.mount_mode!r}: expected host or bind")
+    if args.loader not in (None, "image", "host"):
+        raise InvalidArgument(f"--loader {args.loader!r}: expected image or host")
     cpus = None
     if args.cpus is not None:
         try:
@@ -215,6 +222,7 @@ def _run_image(args: Args, ctx: Context) -> int:
         pids_limit=args.pids_limit,
         mount_point=args.mount_point,
         mount_mode=args.mount_mode,
+        loader=args.loader,
         volumes=args.volume,
         annotations=args.annotation,
         secrets=args.secret,

@@ -23,6 +23,12 @@ from hostjob.boot import paths
 from hostjob.errors import StartError
 from hostjob.runtime.launch import identity
 from hostjob.runtime.launch import plan as launch_plan
+from hostjob.runtime.launch.program import (
+    environment,
+    exec_error,
+    find_program_named,
+    runs_as_it_is,
+)
 from hostjob.runtime.proc import close_fds_except, env_dict
 
 TYPE_CHECKING = False
@@ -123,9 +129,17 @@ def child_main(
         _make_cwd(plan.cwd, plan.user.uid, plan.user.gid, plan.mount_point)
     fifo_fd = _open_fifo(setup.fifo)
     _become_user(plan)
-    program, env = _program_and_env(setup)
+    program, named = find_program_named(
+        plan.args[0], plan.cwd, plan.path_value(), plan.mount_point, plan.image_path
+    )
+    args = plan.args
+    if not runs_as_it_is(plan, program):
+        from hostjob.runtime.launch import loader  # the image's loader, or an interpreter
+
+        program, args = loader.prepare(plan, program, named)
+    env = environment(plan, setup.listen_fds, setup.extra_fds)
     posix.write(report_fd, READY)
-    _exec_once_started(setup, program, env, fifo_fd, release_fd)
+    _exec_once_started(setup, program, args, env, fifo_fd, release_fd)
 
 
 def _keep_fds(setup: ChildSetup, report_fd: int, release_fd: int, placed_fd: int) -> None:
@@ -173,7 +187,11 @@ def _start_session(setup: ChildSetup) -> None:
 
 
 def _set_limits(plan: LaunchPlan) -> None:
-    """``oomScoreAdj`` and the rlimits."""
+    """``oomScoreAdj``, the rlimits, the scheduler and the I/O priority."""
+    if plan.scheduler is not None or plan.io_priority is not None:
+        from hostjob.runtime.launch import priority
+
+        priority.apply(plan)
     if plan.oom_score_adj is not None:
         _write_setting(
             "/proc/self/oom_score_adj", str(plan.oom_score_adj), f"oomScoreAdj {plan.oom_score_adj}"
@@ -226,32 +244,8 @@ def _become_user(plan: LaunchPlan) -> None:
             ) from err
 
 
-def _program_and_env(setup: ChildSetup) -> tuple[str, list[str]]:
-    """The program, found as the target user, and its environment; the fds passed on
-    (socket activation, ``--preserve-fds``) made inheritable."""
-    plan = setup.plan
-    program = launch_plan.find_program(
-        plan.args[0], plan.cwd, plan.path_value(), plan.mount_point, plan.image_path
-    )
-    env = plan.env
-    if setup.listen_fds:
-        env = [
-            *(e for e in env if not e.startswith(("LISTEN_FDS=", "LISTEN_PID="))),
-            f"LISTEN_FDS={setup.listen_fds}",
-            f"LISTEN_PID={posix.getpid()}",
-        ]
-    for fd in range(3, 3 + setup.extra_fds):
-        try:
-            posix.set_inheritable(fd, True)
-        except OSError as err:
-            raise StartError(
-                f"cannot pass fd {fd} to the process (LISTEN_FDS/--preserve-fds): {_reason(err)}"
-            ) from err
-    return program, env
-
-
 def _exec_once_started(
-    setup: ChildSetup, program: str, env: list[str], fifo_fd: int, release_fd: int
+    setup: ChildSetup, program: str, args: list[str], env: list[str], fifo_fd: int, release_fd: int
 ) -> None:
     """After READY: wait for the start (the exec fifo's byte, or the release pipe's),
     run ``startContainer`` hooks and exec the program."""
@@ -274,9 +268,9 @@ def _exec_once_started(
     if plan.seccomp is not None and plan.no_new_privileges:
         _load_seccomp(plan)  # the very last step: as few system calls as can be under it
     try:
-        posix.execve(program, plan.args, environment)
+        posix.execve(program, args, environment)
     except OSError as err:
-        raise StartError(f'exec: "{plan.args[0]}": {err.strerror}') from err
+        raise exec_error(plan.args[0], program, err) from err
 
 
 def _load_exec_modules(plan: LaunchPlan) -> None:

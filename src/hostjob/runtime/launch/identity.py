@@ -24,6 +24,7 @@ def switch(plan: LaunchPlan) -> None:
             _set_user(user.uid, user.gid, user.groups)
         return  # no capability sets asked: keep what the user switch leaves
     from hostjob.linux import syscalls
+    from hostjob.linux.capabilities import cap_name
 
     bounding = wanted[0]
     try:
@@ -53,7 +54,7 @@ def switch(plan: LaunchPlan) -> None:
             if ambient & (1 << cap):
                 syscalls.raise_ambient(cap)
     except OSError as err:
-        step = step.format(syscalls.cap_name(cap))
+        step = step.format(cap_name(cap))
         raise StartError(f"cannot {step}: {_reason(err)}") from err
 
 
@@ -70,7 +71,7 @@ def _set_user(uid: int, gid: int, groups: list[int]) -> None:
 
 
 def _last_cap() -> int:
-    from hostjob.linux.syscalls import last_cap
+    from hostjob.linux.capabilities import last_cap
 
     return last_cap()
 

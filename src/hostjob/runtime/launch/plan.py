@@ -1,10 +1,9 @@
 """The job-container rules for a process (README, "What a job container's process
-sees"): user, environment, sandbox mount point substitution, PATH, working directory and
-program.
+sees"): user, environment, sandbox mount point substitution, PATH and working directory.
 
-Everything but the program is decided here, in the runtime, before the fork (a seccomp
-profile is compiled here too); the program is looked up by the child after it has become
-the target user (``find_program``: a bare name in the image's own PATH first), so that
+All of it is decided here, in the runtime, before the fork (a seccomp profile is compiled
+here too); the program is looked up by the child after it has become the target user
+(``hostjob.runtime.launch.program``: a bare name in the image's own PATH first), so that
 permissions are the user's own.
 """
 
@@ -16,13 +15,13 @@ import pwd
 
 from hostjob.boot import paths
 from hostjob.boot.env import environ_copy
-from hostjob.errors import ConfigError, StartError
-from hostjob.linux.syscalls import cap_mask
+from hostjob.errors import ConfigError
+from hostjob.linux.capabilities import cap_mask
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.seccomp.bpf import Filter
-    from hostjob.specconv.jobconfig import JobConfig, ProcessConfig
+    from hostjob.specconv.jobconfig import IOPriority, JobConfig, ProcessConfig, Scheduler
 
 SANDBOX_VAR = "CONTAINER_SANDBOX_MOUNT_POINT"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -54,11 +53,14 @@ class LaunchPlan:
         "create_cwd",
         "cwd",
         "env",
+        "image_loader",
         "image_path",
+        "io_priority",
         "mount_point",
         "no_new_privileges",
         "oom_score_adj",
         "rlimits",
+        "scheduler",
         "seccomp",
         "terminal",
         "umask",
@@ -81,6 +83,10 @@ class LaunchPlan:
         # (bounding, effective, permitted, inheritable, ambient) masks, or None to keep
         self.capabilities: tuple[int, int, int, int, int] | None = None
         self.oom_score_adj: int | None = None
+        self.scheduler: Scheduler | None = None  # process.scheduler, checked
+        self.io_priority: IOPriority | None = None  # process.ioPriority, checked
+        # The image's program through the image's loader (io.hostjob.loader: image)
+        self.image_loader = True
         self.seccomp: Filter | None = None  # linux.seccomp, compiled
         self.terminal = False
         self.console_height: int | None = None
@@ -94,11 +100,14 @@ class LaunchPlan:
 
 
 def substitute(text: str, mount_point: str) -> str:
-    """Replace the four spellings of the sandbox variable by the mount point."""
+    """Replace the five spellings of the sandbox variable by the mount point."""
     if SANDBOX_VAR not in text:
         return text
     value = mount_point.rstrip("/")
-    for form in ("${" + SANDBOX_VAR + "}", "%" + SANDBOX_VAR + "%", "$env:" + SANDBOX_VAR):
+    # $(NAME) is Kubernetes' form, which the kubelet leaves as it is for a variable the
+    # pod spec does not define.
+    forms = ("${" + SANDBOX_VAR + "}", "$(" + SANDBOX_VAR + ")", "%" + SANDBOX_VAR + "%")
+    for form in (*forms, "$env:" + SANDBOX_VAR):
         text = text.replace(form, value)
     # The bare $NAME form only when the name ends there ($NAMEX is another variable).
     bare = "$" + SANDBOX_VAR
@@ -199,13 +208,16 @@ def build_env(
     if inherit:
         env.update(environ_copy())
     else:
+        # A login's: the host's /etc/environment (proxies, locale), the account's
+        # identity from passwd, the default PATH unless /etc/environment sets one.
+        env.update(host_environment())
         env["HOME"] = creds.home
         if creds.name:
             env["USER"] = creds.name
             env["LOGNAME"] = creds.name
         if creds.shell:
             env["SHELL"] = creds.shell
-        env["PATH"] = DEFAULT_PATH
+        env.setdefault("PATH", DEFAULT_PATH)
     for entry in proc.env:
         key, _, value = entry.partition("=")
         env.pop(key, None)  # last wins, and moves to where it was set
@@ -215,6 +227,33 @@ def build_env(
     env["PATH"] = extend_path(path, mount_point)
     env[SANDBOX_VAR] = mount_point.rstrip("/") or "/"
     return [f"{k}={v}" for k, v in env.items()]
+
+
+HOST_ENVIRONMENT = "/etc/environment"
+
+
+def host_environment(path: str | None = None) -> dict[str, str]:
+    """The host's ``/etc/environment`` as pam_env reads it for a login: ``KEY=VALUE``
+    lines (``export`` before one allowed), ``#`` comments, one pair of quotes around a
+    value removed, nothing expanded; 64 KiB at most. A file that cannot be read is
+    an empty one."""
+    try:
+        with open(path or HOST_ENVIRONMENT, "rb") as f:
+            text = f.read(64 * 1024).decode("utf-8", "surrogateescape")
+    except OSError:
+        return {}
+    found: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("export "):
+            line = line[7:].lstrip()
+        key, sep, value = line.partition("=")
+        if not sep or not key or key[0].isdigit() or not set(key) <= _IDENT:
+            continue  # a comment, a blank line, or no variable's name
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        found[key] = value
+    return found
 
 
 def image_path(proc: ProcessConfig, mount_point: str) -> str:
@@ -281,6 +320,9 @@ def plan(job: JobConfig, proc: ProcessConfig, compiled: Filter | None = None) ->
             cap_mask(sets.get("ambient", [])),
         )
     result.oom_score_adj = proc.oom_score_adj
+    result.scheduler = proc.scheduler
+    result.io_priority = proc.io_priority
+    result.image_loader = job.loader != "host"
     if job.seccomp is not None:
         from hostjob.seccomp import bpf  # compiled here: its errors are create's (or exec's)
 
@@ -307,113 +349,3 @@ def rlimit_number(name: str) -> int:
 
     number: int = getattr(resource, name)
     return number
-
-
-def find_program(
-    arg0: str, cwd: str, path_value: str, mount_point: str, image_path: str = ""
-) -> str:
-    """The program ``args[0]`` names: a path with a slash as it says (relative to the
-    working directory; an absolute one on the host, else in the image); a bare name in
-    the image's own ``PATH`` first (``image_path``: the ``PATH`` of ``process.env``, each
-    entry under the mount point), then along ``path_value``, the process's ``PATH``
-    (the host's entries first). Raises StartError with runc's messages.
-
-    The image first because an image that names its own program means that one: a
-    busybox image's ``top`` is busybox's, not the host's procps ``top`` (which exits at
-    once without a terminal). hcsshim likewise searches the sandbox's own directory
-    before ``PATH``. The process's ``PATH`` stays host-first for what the program runs."""
-    if "/" in arg0:
-        if not paths.isabs(arg0):
-            candidate = paths.join(cwd, arg0)
-        elif paths.lexists(arg0):
-            candidate = arg0
-        else:
-            inside = paths.join(mount_point, arg0.lstrip("/"))
-            candidate = inside if paths.lexists(inside) else arg0
-        _check_executable(arg0, candidate)
-        return candidate
-    root = mount_point.rstrip("/") or "/"
-    image_dirs = [e for e in image_path.split(":") if e.startswith("/")]
-    unusable: StartError | None = None  # the first candidate found that cannot run
-    for entry, in_image in [(e, True) for e in image_dirs] + [
-        (e, False) for e in path_value.split(":")
-    ]:
-        if in_image or _under(entry, root):
-            # A path of the image: its symlinks lead where they lead inside the image.
-            relative = entry[len(root) :] if _under(entry, root) else entry
-            candidate = in_root(root, paths.join(relative, arg0))
-        else:
-            candidate = paths.join(entry or ".", arg0)
-        if not paths.lexists(candidate):
-            continue
-        try:
-            _check_executable(arg0, candidate)
-        except StartError as err:
-            # Skipped, as a shell does; reported if nothing better is found.
-            unusable = unusable or err
-            continue
-        return candidate
-    if unusable is not None:
-        raise unusable
-    raise StartError(f'exec: "{arg0}": executable file not found in $PATH')
-
-
-# The symlinks followed inside one path, at most (the kernel's own limit is 40).
-MAX_LINKS = 40
-
-
-def in_root(root: str, path: str) -> str:
-    """``path`` (a path of the image, absolute or not) as the host path under ``root``
-    that a process chrooted at ``root`` would reach: every symlink on the way resolved
-    relative to ``root`` -- an absolute target starts again at ``root``, ``..`` never
-    climbs above it -- so an image's ``/usr/bin/top -> /bin/busybox`` is the image's
-    busybox, never the host's ``/bin/busybox``. A part that does not exist is kept as
-    written; more than ``MAX_LINKS`` symlinks is ELOOP."""
-    import errno
-
-    done: list[str] = []
-    rest = [p for p in path.split("/") if p and p != "."]
-    rest.reverse()  # a stack: the next part last
-    links = 0
-    while rest:
-        name = rest.pop()
-        if name == "..":
-            if done:
-                done.pop()
-            continue
-        candidate = paths.join(root, *done, name)
-        try:
-            is_link = posix.lstat(candidate).st_mode & 0o170000 == 0o120000
-        except OSError:
-            is_link = False
-        if not is_link:
-            done.append(name)
-            continue
-        links += 1
-        if links > MAX_LINKS:
-            raise StartError(
-                f"{paths.join(root, *done, name)}: {posix.strerror(errno.ELOOP).lower()}"
-            )
-        target = posix.readlink(candidate)
-        if target.startswith("/"):
-            done = []
-        parts = [p for p in target.split("/") if p and p != "."]
-        rest.extend(reversed(parts))
-    return paths.join(root, *done) if done else root
-
-
-def _under(path: str, root: str) -> bool:
-    return root != "/" and (path == root or path.startswith(root + "/"))
-
-
-def _check_executable(arg0: str, candidate: str) -> None:
-    try:
-        st = posix.stat(candidate)
-    except OSError as err:
-        raise StartError(
-            f'exec: "{arg0}": stat {candidate}: {(err.strerror or str(err)).lower()}'
-        ) from err
-    if paths.isdir(candidate):
-        raise StartError(f'exec: "{arg0}": is a directory')
-    if not (st.st_mode & 0o111) or not posix.access(candidate, posix.X_OK):
-        raise StartError(f'exec: "{arg0}": permission denied')

@@ -422,6 +422,11 @@ def _prepare_rootfs(
                 container.record_change,
                 lambda targets: _adopt_shared_paths(container, targets),
             )
+        if job.volumes:
+            from hostjob.runtime.sandbox.bindlinks import link_volumes
+
+            # Each volume also under the mount point, as hcsshim links it.
+            link_volumes(job, container.record_change)
     elif _host_setup_due(job):
         from hostjob.runtime.sandbox.host import prepare_host
 

@@ -89,7 +89,7 @@ def process_for_exec(
     if additional_gids is not None:
         process.additional_gids = list(additional_gids)
     if capabilities and process.capabilities is not None:
-        from hostjob.linux.syscalls import CAP_NUMBERS
+        from hostjob.linux.capabilities import CAP_NUMBERS
 
         for cap in capabilities:
             if cap not in CAP_NUMBERS:
