@@ -77,6 +77,13 @@ GLOBAL = Command(
             "run as the launcher, unless io.hostjob.inherit-user says otherwise",
         ),
         Option(
+            "allow-pod-annotations",
+            VALUE,
+            "what a Kubernetes pod's container may ask for that only the operator may"
+            " otherwise: inherit-user, secrets, mount-point (comma-separated), or all",
+            metavar="choices",
+        ),
+        Option(
             "auto-user-range",
             VALUE,
             "the uids --user auto gives containers (default $HOSTJOB_AUTO_USER_RANGE, else"
@@ -104,6 +111,7 @@ class Context:
     """The global flags, as every command sees them."""
 
     __slots__ = (
+        "allow_pod_annotations",
         "auto_user_range",
         "criu",
         "debug",
@@ -129,6 +137,7 @@ class Context:
         self.default_mount_point: str | None = args.default_rootfs_mount_point
         self.default_inherit_user: bool = args.default_inherit_user
         self.auto_user_range: str | None = args.auto_user_range
+        self.allow_pod_annotations: str | None = args.allow_pod_annotations
 
     def defaults(self) -> dict[str, str]:
         """The operator's defaults, by the annotation each stands for (as
@@ -141,6 +150,8 @@ class Context:
             found["io.hostjob.rootfs-mount-point"] = self.default_mount_point
         if self.default_inherit_user:
             found["io.hostjob.inherit-user"] = "true"
+        if self.allow_pod_annotations:
+            found["--allow-pod-annotations"] = self.allow_pod_annotations
         return found
 
     def delegate_flags(self) -> list[str]:
@@ -200,6 +211,13 @@ def main(argv: list[str] | None = None) -> int:
     if glob.default_mount_mode not in (None, "host", "bind"):
         why = f"invalid --default-mount-mode: {glob.default_mount_mode!r} (host or bind)"
         return _fail(HostjobError(why), glob.debug)
+    if glob.allow_pod_annotations:
+        from hostjob.specconv.trust import parse_allowed
+
+        try:
+            parse_allowed(glob.allow_pod_annotations)
+        except HostjobError as err:
+            return _fail(err, glob.debug)
     log.configure(glob.log, glob.log_format, glob.debug)
     if not glob.command:
         print(_top_usage(), file=sys.stderr)

@@ -19,7 +19,15 @@ from __future__ import annotations
 from hostjob import log
 from hostjob.boot import paths
 from hostjob.errors import ConfigError, NotAJobContainer
-from hostjob.specconv import isolation
+from hostjob.specconv import isolation, trust
+
+# The annotations' names, also this module's (its readers import them from here).
+from hostjob.specconv.annotations import ANNOTATION_INHERIT_USER as ANNOTATION_INHERIT_USER
+from hostjob.specconv.annotations import ANNOTATION_MOUNT_MODE as ANNOTATION_MOUNT_MODE
+from hostjob.specconv.annotations import ANNOTATION_MOUNT_POINT as ANNOTATION_MOUNT_POINT
+from hostjob.specconv.annotations import HCS_CONTAINER as HCS_CONTAINER
+from hostjob.specconv.annotations import HCS_INHERIT_USER as HCS_INHERIT_USER
+from hostjob.specconv.annotations import HCS_ROOTFS_LOCATION as HCS_ROOTFS_LOCATION
 from hostjob.specconv.jobconfig import Hook, JobConfig, ProcessConfig, Rlimit, merge_resources
 from hostjob.specconv.pods import default_mount_mode, is_cri, is_job_container, pod_namespaces
 from hostjob.specconv.volumes import volumes
@@ -39,16 +47,11 @@ if TYPE_CHECKING:
 MOUNT_MODES = ("host", "bind")
 DEFAULT_BIND_MOUNT_POINT = "/hpc"
 
-ANNOTATION_MOUNT_MODE = "io.hostjob.mount-mode"
-ANNOTATION_MOUNT_POINT = "io.hostjob.rootfs-mount-point"
-ANNOTATION_INHERIT_USER = "io.hostjob.inherit-user"
-HCS_CONTAINER = "microsoft.com/hostprocess-container"
-HCS_ROOTFS_LOCATION = "microsoft.com/hostprocess-rootfs-location"
-HCS_INHERIT_USER = "microsoft.com/hostprocess-inherit-user"
-
 # Operator defaults per runtime name: a client that cannot send annotations (docker's
 # ``runtimeArgs``, a containerd ``BinaryName`` wrapper) gives them to hostjob as global
-# flags. Each stands for an annotation, which still wins where a config has it.
+# flags. Each stands for an annotation, which still wins where a config has it. (The
+# operator's switch for a pod's operator-only annotations, ``trust.ALLOW_FLAG``, comes
+# the same way, under its own name.)
 DEFAULT_FLAGS = {
     ANNOTATION_MOUNT_MODE: "--default-mount-mode",
     ANNOTATION_MOUNT_POINT: "--default-rootfs-mount-point",
@@ -112,7 +115,8 @@ def to_job_config(
     """The job container that ``spec`` (a decoded config.json of the bundle at
     ``bundle``, an absolute path) describes, for the container ``container_id``.
     ``defaults``: the operator's (``DEFAULT_FLAGS``), by the annotation each stands
-    for, taken where the config's annotations do not say."""
+    for, taken where the config's annotations do not say; and under ``trust.ALLOW_FLAG``
+    the operator-only choices a pod's container may make."""
     from hostjob.spec import runtime as wire
     from hostjob.spec.resources import check_unified
 
@@ -130,6 +134,9 @@ def to_job_config(
     if spec.process is None:
         raise ConfigError("process is required", "process")
     defaults = defaults or {}
+    cri = is_cri(annotations)
+    if cri:  # the pod's author chose these annotations: never what is the operator's
+        trust.refuse_operator_only(spec, annotations, defaults.get(trust.ALLOW_FLAG))
     mode_path = f"annotations.{ANNOTATION_MOUNT_MODE}"
     mount_mode = annotations.get(ANNOTATION_MOUNT_MODE)
     if not mount_mode and defaults.get(ANNOTATION_MOUNT_MODE):
@@ -157,11 +164,12 @@ def to_job_config(
         bpf.check(linux.seccomp)
     host = host or HostFacts()
     joined = None
-    if is_cri(annotations):  # any other client's namespaces are ignored
+    if cri:  # any other client's namespaces are ignored
         pairs = [(e.type or "", e.path) for e in linux.namespaces or []]
         joined = pod_namespaces(annotations, pairs, host.namespaces_on_host, host.namespace_ids)
     inherit_user = _inherit_user(annotations, defaults.get(ANNOTATION_INHERIT_USER))
     found_volumes = volumes(spec.mounts or [], bundle)
+    process = process_config(spec.process, "process")
     return JobConfig(
         oci_version=spec.oci_version or wire.OCI_VERSION,
         bundle=bundle,
@@ -170,7 +178,7 @@ def to_job_config(
         mount_mode=mount_mode,
         mount_point=mount_point,
         volumes=found_volumes,
-        process=process_config(spec.process, "process"),
+        process=process,
         hooks=_hooks(spec.hooks),
         cgroups_path=linux.cgroups_path or "",
         resources=resources,
@@ -180,6 +188,7 @@ def to_job_config(
         seccomp=linux.seccomp,
         auto_user=isolation.auto_user(annotations, inherit_user) or None,
         secrets=isolation.secrets(annotations, found_volumes),
+        no_new_privileges=trust.confined(cri, mount_mode, process) or None,
     )
 
 

@@ -186,6 +186,7 @@ class JobConfig(Model):
         "inherit_user",
         "mount_mode",
         "mount_point",
+        "no_new_privileges",
         "oci_version",
         "pod_namespaces",
         "process",
@@ -218,6 +219,10 @@ class JobConfig(Model):
     # Files the job gets from the host: [source, destination in the container's view]
     # pairs, written at create, readable by the job's user only (runtime.sandbox.secrets).
     secrets: list[list[str]] | None
+    # Every process of the job (its init and each exec, whatever its own process says)
+    # runs with no_new_privs: a pod's container in bind mode that does not run as root
+    # (hostjob.specconv.trust.keeps_privileges).
+    no_new_privileges: bool | None
     FIELDS = (
         ("ociVersion", "oci_version", string),
         ("bundle", "bundle", string),
@@ -237,6 +242,7 @@ class JobConfig(Model):
         ("seccomp", "seccomp", json_object),
         ("autoUser", "auto_user", boolean),
         ("secrets", "secrets", list_of(string_list)),
+        ("noNewPrivileges", "no_new_privileges", boolean),
     )
 
     def __init__(self, **values: Any) -> None:

@@ -270,7 +270,7 @@ def plan(job: JobConfig, proc: ProcessConfig, compiled: Filter | None = None) ->
     result.rlimits = [
         (rlimit_number(r.type), rlimit_value(r.soft), rlimit_value(r.hard)) for r in proc.rlimits
     ]
-    result.no_new_privileges = proc.no_new_privileges
+    result.no_new_privileges = proc.no_new_privileges or bool(job.no_new_privileges)
     if proc.capabilities is not None and not job.inherit_user:
         sets = proc.capabilities
         result.capabilities = (
