@@ -196,7 +196,13 @@ def _words(entrypoint: str) -> list[str]:
 
 
 def _env(image_env: list[str], flags: RunFlags) -> list[str]:
-    env = list(image_env)
+    return [*image_env, *flag_env(flags)]
+
+
+def flag_env(flags: RunFlags) -> list[str]:
+    """The environment the command line gives: each ``--env-file``'s entries, then each
+    ``-e`` (a later one wins), ``KEY`` alone taking the launcher's value."""
+    env: list[str] = []
     for path in flags.env_files:
         try:
             with open(path) as f:

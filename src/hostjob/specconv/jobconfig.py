@@ -292,6 +292,7 @@ class DaemonConfig(Model):
 
     __slots__ = (
         "command",
+        "env",
         "log_dir",
         "log_max_files",
         "log_max_size",
@@ -310,6 +311,10 @@ class DaemonConfig(Model):
     stop_timeout: int  # seconds between the stop signal and SIGKILL
     remove: bool  # --rm: deleted once it has stopped for good
     command: list[str]  # hostjob run's words for the same container, in the foreground
+    # The environment its command line gave (``-e``, ``--env-file``: entries as run -d
+    # read them), kept out of ``command``: ``generate systemd`` writes them into a
+    # root-only file the unit reads, never into the unit. None in older records.
+    env: list[str] | None
     FIELDS = (
         ("logDir", "log_dir", string),
         ("logMaxSize", "log_max_size", integer),
@@ -320,6 +325,7 @@ class DaemonConfig(Model):
         ("stopTimeout", "stop_timeout", integer),
         ("remove", "remove", boolean),
         ("command", "command", string_list),
+        ("env", "env", string_list),
     )
 
     def restart_text(self) -> str:
