@@ -512,7 +512,7 @@ def test_generate_systemd_verifies(daemons: Daemons, tmp_path: Path) -> None:
     # line is every user's to read): a root-only file under the store holds them.
     kept = Path(lines["ExecStart"].split(" --env-file ", 1)[1].split()[0])
     assert f"--root {daemons.hj.root} run --rm --name {cid} --env-file {kept}" in lines["ExecStart"]
-    assert "GREETING" not in unit and str(env_file) not in unit and "--memory 64m" in unit
+    assert "hello world" not in unit and str(env_file) not in unit and "--memory 64m" in unit
     assert kept.read_text() == "A=1\nGREETING=hello world $HOME 100%\n"
     assert (kept.stat().st_uid, stat.S_IMODE(kept.stat().st_mode)) == (0, 0o600)
     assert lines["ExecStop"].endswith(f"stop -t 7 -s 15 {cid}")  # the stop signal named
