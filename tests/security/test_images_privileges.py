@@ -5,7 +5,7 @@ first shows the attack working where nothing stops it (the same files in an ordi
 directory, or a store as an older hostjob left it), then that ``nobody`` gets nothing
 from the store (root-only, 0700), from a running image container's rootfs
 (``nosuid,nodev``), through a mount point the rootfs is bound at, or through the state
-root (0711, container directories 0700 or 0711, their files 0600).
+root (0711; container directories 0700, or 0710 of the job's group; their files 0600).
 """
 
 from __future__ import annotations

@@ -109,12 +109,11 @@ def env_file(name: str, daemon: DaemonConfig) -> str | None:
     root reads them, and return its path; None (and any earlier such file removed) when
     it has none. A value the file cannot hold exactly (a line break, blanks around it
     that its reader strips) is refused with one line."""
-    from hostjob.boot import paths
     from hostjob.linux import fsutil
 
     # The log directory is <store>/logs/<id> (hostjob.images.run_image).
-    folder = paths.join(paths.dirname(paths.dirname(daemon.log_dir)), "units")
-    path = paths.join(folder, f"{name}.env")
+    folder = os.path.join(os.path.dirname(os.path.dirname(daemon.log_dir)), "units")
+    path = os.path.join(folder, f"{name}.env")
     if not daemon.env:
         try:
             os.unlink(path)
