@@ -57,6 +57,7 @@ def test_a_pods_missing_targets_exist_in_its_namespace_only(
     real = [Path("/etc/nologin"), Path(f"/etc/systemd/system/hostjob-{unique}.service")]
     assert not any(p.exists() for p in real), "the host has one already: nothing to show"
     deep = Path(f"/var/lib/{unique}/data")  # a new directory tree, an emptyDir's
+    top = Path(f"/{unique}")  # at the top: the job's / is then the private copy
     files = open_tmp / "pod-files"
     (files / "dir").mkdir(parents=True)
     (files / "nologin").write_text("the pod's nologin\n")
@@ -68,22 +69,20 @@ def test_a_pods_missing_targets_exist_in_its_namespace_only(
         bind_volume(files / "nologin", str(real[0])),
         bind_volume(files / "unit", str(real[1])),
         bind_volume(files / "dir", str(deep)),
+        bind_volume(files / "dir", str(top)),
         bind_volume(files / "nologin", str(etc / "passwd")),  # the control: it exists
     ]
     show = (
-        f"cat /etc/nologin {etc}/nologin {deep}/f; head -n 1 {real[1]}; ls {etc};"
+        f"cat /etc/nologin {etc}/nologin {deep}/f {top}/f; head -n 1 {real[1]}; ls {etc};"
         f" cat {etc}/passwd; ls -d /etc/hostname /var/lib/dpkg; sleep 60"
     )
     bundle = make_bundle(open_tmp / "pod", pod_config("sh", "-c", show, mounts=volumes))
-    before = sorted(os.listdir(etc)), sorted(os.listdir("/etc")), sorted(os.listdir("/var/lib"))
+    listed = (etc, Path("/etc"), Path("/var/lib"), Path("/"))
+    before = [sorted(os.listdir(d)) for d in listed]
 
     def host_unchanged() -> None:
-        assert not any(p.exists() for p in (*real, deep.parent))
-        assert (
-            sorted(os.listdir(etc)),
-            sorted(os.listdir("/etc")),
-            sorted(os.listdir("/var/lib")),
-        ) == before
+        assert not any(p.exists() for p in (*real, deep.parent, top))
+        assert [sorted(os.listdir(d)) for d in listed] == before
         assert not (etc / "systemd" / "system" / "kubelet.service").exists()
         assert (etc / "passwd").read_text() == "the host's passwd\n"
 
@@ -92,9 +91,10 @@ def test_a_pods_missing_targets_exist_in_its_namespace_only(
     pid = node.state(cid)["pid"]
     # The job: its volumes at their destinations, the directories' other entries the host's.
     seen = node.ok("exec", cid, "sh", "-c", show.replace("; sleep 60", ""))
-    assert seen.splitlines()[:5] == [
+    assert seen.splitlines()[:6] == [
         "the pod's nologin",
         "the pod's nologin",
+        "the pod's data",
         "the pod's data",
         "[Service]",
         "nologin",
