@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import ctypes
 import json
+import math
 import os
 import statistics
 import sys
@@ -31,7 +32,10 @@ from tests.compat import harness, image
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-__all__ = ["REPO", "Result", "harness", "image"]
+__all__ = ["BASELINE", "REPO", "Result", "harness", "image"]
+
+# The name a --baseline-hostjob runs under: a second hostjob in the same rounds.
+BASELINE = "hostjob-base"
 
 
 # ---- arguments and runtimes -----------------------------------------------------------------
@@ -48,6 +52,12 @@ def common_args(description: str) -> argparse.ArgumentParser:
         "--hostjob",
         help="the hostjob binary (default: $HOSTJOB_BIN, else the repository's .venv,"
         " installed by scripts/install)",
+    )
+    p.add_argument(
+        "--baseline-hostjob",
+        metavar="PATH",
+        help="a second hostjob (e.g. an install of the commit before a change), timed as"
+        " 'hostjob-base' in the same interleaved rounds: an A/B of a change in one run",
     )
     p.add_argument("--export-json", type=Path, help="write every sample here (JSON)")
     p.add_argument(
@@ -84,6 +94,11 @@ def resolve_runtimes(
     if "hostjob" in names and not hostjob:
         hostjob = installed_hostjob()
     runtimes = [harness.make_runtime(n, workdir, hostjob) for n in names]
+    if args.baseline_hostjob:
+        base = Path(args.baseline_hostjob)
+        if not os.access(base, os.X_OK):
+            raise harness.HarnessError(f"--baseline-hostjob {base}: not an executable")
+        runtimes.append(harness.Runtime(BASELINE, base, is_job_container=True))
     for r in runtimes:
         extra = f" (through {r.client_path})" if r.client_path != r.path else ""
         note(f"{r.name}: {r.path}{extra}")
@@ -250,7 +265,7 @@ def print_table(results: Sequence[Result], baseline: str = "runc") -> None:
     """Means, spread and ratios against ``baseline`` (mean/mean and median/median)."""
     base = {r.op: r for r in results if r.runtime == baseline}
     head = (
-        f"{'operation':<28} {'runtime':<9} {'mean ms':>9} {'± ms':>7} {'median':>8} "
+        f"{'operation':<28} {'runtime':<12} {'mean ms':>9} {'± ms':>7} {'median':>8} "
         f"{'min':>7} {'n':>4} {'vs runc':>7} {'vs runc(med)':>12}"
     )
     print(head)
@@ -260,9 +275,31 @@ def print_table(results: Sequence[Result], baseline: str = "runc") -> None:
         ratio = f"{r.mean / b.mean:.2f}" if b else "-"
         ratio_med = f"{r.median / b.median:.2f}" if b else "-"
         print(
-            f"{r.op:<28} {r.runtime:<9} {r.mean * 1e3:9.1f} {r.stddev * 1e3:7.1f} "
+            f"{r.op:<28} {r.runtime:<12} {r.mean * 1e3:9.1f} {r.stddev * 1e3:7.1f} "
             f"{r.median * 1e3:8.1f} {min(r.times) * 1e3:7.1f} {len(r.times):4d} "
             f"{ratio:>7} {ratio_med:>12}"
+        )
+    if any(r.runtime == BASELINE for r in results):
+        print_ab(results)
+
+
+def print_ab(results: Sequence[Result], a: str = "hostjob", b: str = BASELINE) -> None:
+    """``a`` against ``b`` round by round (their times are paired by round, the rounds
+    interleaved): the geometric mean of the paired ratios and its 95% interval, which
+    holds when the machine's speed drifts between rounds."""
+    by = {(r.op, r.runtime): r.times for r in results}
+    for op in dict.fromkeys(r.op for r in results):
+        xs, ys = by.get((op, a)), by.get((op, b))
+        if not xs or not ys:
+            continue
+        logs = [math.log(x / y) for x, y in zip(xs, ys, strict=False) if x > 0 and y > 0]
+        if len(logs) < 2:
+            continue
+        mean = statistics.fmean(logs)
+        half = 1.96 * statistics.stdev(logs) / math.sqrt(len(logs))
+        print(
+            f"{op:<28} {a}/{b}: {math.exp(mean):.3f}"
+            f" (95%: {math.exp(mean - half):.3f}-{math.exp(mean + half):.3f}, n={len(logs)})"
         )
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from _common import (
+    BASELINE,
     Result,
     become_subreaper,
     call,
@@ -35,6 +36,7 @@ from _common import (
     machine_meta,
     measure,
     note,
+    print_ab,
     print_table,
     reap_strays,
     report_problems,
@@ -208,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
             per_command = measure_commands(lc, runtimes, args.runs, args.warmup)
             print()
             print_command_table(per_command, runtimes)
+            if any(r.name == BASELINE for r in runtimes):
+                print_ab(per_command)
             export(
                 args.export_json,
                 results + per_command,
@@ -268,6 +272,8 @@ def print_command_table(results: list[Result], runtimes: list[harness.Runtime]) 
     head = f"{'command (median ms)':<22}" + "".join(f"{n:>10}" for n in names)
     if "hostjob" in names:
         head += f"{'hj/runc':>9}{'hj - floor':>12}"
+    if BASELINE in names:
+        head += f"{'hj/base':>9}"
     print(head)
     print("-" * len(head))
     for command in COMMANDS:
@@ -276,6 +282,8 @@ def print_command_table(results: list[Result], runtimes: list[harness.Runtime]) 
             hj = med[(command, "hostjob")]
             line += f"{hj / med[(command, 'runc')]:9.2f}"
             line += f"{(hj - floor) * 1e3:12.1f}" if floor is not None else f"{'-':>12}"
+            if BASELINE in names:
+                line += f"{hj / med[(command, BASELINE)]:9.2f}"
         print(line)
     if floor is not None:
         print(f"{'floor: ' + FLOOR:<22}" + f"{floor * 1e3:10.1f}  (hostjob's interpreter)")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -116,10 +117,24 @@ class Namespace:
             if not os.path.isdir(path):
                 os.makedirs(path)
                 self.made.append(path)
+        # What the examples run from stays visible when it lies under a private directory
+        # (a clone in /tmp, as CI may make): opened before the tmpfs hides it, bound back
+        # after, through the open directory.
+        keep = sorted({str(REPO), str(Path(hostjob_cmd()[0]).parent.parent), str(self.workdir)})
+        keep = [k for k in keep if any(k.startswith(p + "/") for p in PRIVATE)]
+        keep = [k for k in keep if not any(k.startswith(o + "/") for o in keep)]
+        opens = "".join(f"exec {3 + i}<{shlex.quote(k)} && " for i, k in enumerate(keep))
         mounts = " && ".join(f"mount -t tmpfs -o mode=0755 hostjob-docs {p}" for p in PRIVATE)
+        binds = "".join(
+            f" && mkdir -p {shlex.quote(k)} && mount --no-canonicalize --bind /proc/self/fd/{3 + i}"
+            f" {shlex.quote(k)}"
+            for i, k in enumerate(keep)
+        )
+        closes = "".join(f" && exec {3 + i}<&-" for i in range(len(keep)))
+        script = f"{opens}{mounts}{binds}{closes} && chmod 1777 /tmp && echo ready"
         self.holder = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "--",
-             "sh", "-c", f"{mounts} && chmod 1777 /tmp && echo ready && exec sleep 86400"],
+             "sh", "-c", f"{script} && exec sleep 86400"],
             stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert self.holder.stdout is not None

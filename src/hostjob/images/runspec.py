@@ -33,11 +33,12 @@ from hostjob import log
 from hostjob.boot import jsonio
 from hostjob.errors import ConfigError, InvalidArgument
 from hostjob.spec.runtime import OCI_VERSION
-from hostjob.specconv.convert import (
+from hostjob.specconv.annotations import (
     ANNOTATION_INHERIT_USER,
     ANNOTATION_MOUNT_MODE,
     ANNOTATION_MOUNT_POINT,
     HCS_INHERIT_USER,
+    truthy,
 )
 from hostjob.specconv.isolation import ANNOTATION_SECRETS, ANNOTATION_USER, AUTO, check_secret
 
@@ -138,7 +139,7 @@ def build_spec(
             process["user"] = _user(flags.user, "--user")
     elif ANNOTATION_USER in annotations:
         pass  # --annotation io.hostjob.user=auto: as --user auto
-    elif any(_truthy(annotations[key]) for key in inherit_keys):
+    elif any(truthy(annotations[key]) for key in inherit_keys):
         pass  # the operator asked for the launcher's identity: the image's User is moot
     elif config.user:
         process["user"] = _user(config.user, "the image's User")
@@ -175,11 +176,6 @@ def _image_path(path: str) -> str:
     """A path of the image (``WorkingDir``), wherever the mode puts the image; its
     ``..`` resolved against the image's root, so it never names a host directory."""
     return "$CONTAINER_SANDBOX_MOUNT_POINT/" + os.path.normpath("/" + path).lstrip("/")
-
-
-def _truthy(value: str) -> bool:
-    """An annotation's yes, as ``hostjob.specconv.convert`` reads it."""
-    return value.lower() in ("true", "1", "yes")
 
 
 def _words(entrypoint: str) -> list[str]:

@@ -20,16 +20,16 @@ from hostjob import log
 from hostjob.boot import paths
 from hostjob.errors import ConfigError, NotAJobContainer
 from hostjob.specconv import isolation, trust
-
-# The annotations' names, also this module's (its readers import them from here).
-from hostjob.specconv.annotations import ANNOTATION_INHERIT_USER as ANNOTATION_INHERIT_USER
-from hostjob.specconv.annotations import ANNOTATION_MOUNT_MODE as ANNOTATION_MOUNT_MODE
-from hostjob.specconv.annotations import ANNOTATION_MOUNT_POINT as ANNOTATION_MOUNT_POINT
-from hostjob.specconv.annotations import HCS_CONTAINER as HCS_CONTAINER
-from hostjob.specconv.annotations import HCS_INHERIT_USER as HCS_INHERIT_USER
-from hostjob.specconv.annotations import HCS_ROOTFS_LOCATION as HCS_ROOTFS_LOCATION
+from hostjob.specconv.annotations import (
+    ANNOTATION_INHERIT_USER,
+    ANNOTATION_MOUNT_MODE,
+    ANNOTATION_MOUNT_POINT,
+    HCS_ROOTFS_LOCATION,
+    inherit_user,
+)
 from hostjob.specconv.jobconfig import Hook, JobConfig, ProcessConfig, Rlimit, merge_resources
 from hostjob.specconv.pods import default_mount_mode, is_cri, is_job_container, pod_namespaces
+from hostjob.specconv.refused import refuse_linux_fields, refuse_process_fields
 from hostjob.specconv.volumes import volumes
 
 TYPE_CHECKING = False
@@ -128,6 +128,7 @@ def to_job_config(
             " real OCI runtime through `hostjob create` (mixed pods)"
         )
     _refuse_unsupported(spec)
+    refuse_linux_fields(spec.linux or wire.Linux(), spec.mounts or [])
     _warn_ignored(spec)
     rootfs = rootfs_of(spec, bundle)
     assert spec.root is not None
@@ -167,7 +168,7 @@ def to_job_config(
     if cri:  # any other client's namespaces are ignored
         pairs = [(e.type or "", e.path) for e in linux.namespaces or []]
         joined = pod_namespaces(annotations, pairs, host.namespaces_on_host, host.namespace_ids)
-    inherit_user = _inherit_user(annotations, defaults.get(ANNOTATION_INHERIT_USER))
+    inherits = inherit_user(annotations, defaults.get(ANNOTATION_INHERIT_USER))
     found_volumes = volumes(spec.mounts or [], bundle)
     process = process_config(spec.process, "process")
     return JobConfig(
@@ -183,25 +184,13 @@ def to_job_config(
         cgroups_path=linux.cgroups_path or "",
         resources=resources,
         annotations=annotations,
-        inherit_user=inherit_user,
+        inherit_user=inherits,
         pod_namespaces=joined or None,
         seccomp=linux.seccomp,
-        auto_user=isolation.auto_user(annotations, inherit_user) or None,
+        auto_user=isolation.auto_user(annotations, inherits) or None,
         secrets=isolation.secrets(annotations, found_volumes),
         no_new_privileges=trust.confined(cri, mount_mode, process) or None,
     )
-
-
-def _inherit_user(annotations: dict[str, str], default: str | None) -> bool:
-    own = annotations.get(ANNOTATION_INHERIT_USER)
-    hcs = annotations.get(HCS_INHERIT_USER)
-    if own is None and hcs is None:
-        return _truthy(default)
-    return _truthy(own) or _truthy(hcs)
-
-
-def _truthy(value: str | None) -> bool:
-    return value is not None and value.lower() in ("true", "1", "yes")
 
 
 def _refuse_unsupported(spec: wire.Spec) -> None:
@@ -234,6 +223,8 @@ _IGNORED: tuple[tuple[str, str], ...] = (
     ("linux.readonly_paths", "linux.readonlyPaths"),
     ("linux.devices", "linux.devices"),
     ("linux.mount_label", "linux.mountLabel"),
+    ("linux.time_offsets", "linux.timeOffsets"),
+    ("linux.net_devices", "linux.netDevices"),
     ("process.apparmor_profile", "process.apparmorProfile"),
     ("process.selinux_label", "process.selinuxLabel"),
 )
@@ -338,6 +329,7 @@ def process_config(process: wire.Process, path: str) -> ProcessConfig:
 
     if not process.args:
         raise ConfigError("args must name the program to run", f"{path}.args")
+    refuse_process_fields(process, path)
     for i, entry in enumerate(process.env or []):
         if "=" not in entry:
             raise ConfigError(f"{entry!r} is not KEY=VALUE", f"{path}.env[{i}]")

@@ -44,6 +44,7 @@ from hostjob.specconv.annotations import (
     ANNOTATION_MOUNT_POINT,
     HCS_INHERIT_USER,
     HCS_ROOTFS_LOCATION,
+    truthy,
 )
 from hostjob.specconv.isolation import ANNOTATION_SECRETS
 
@@ -112,7 +113,7 @@ def _asks(key: str, value: str | None) -> bool:
     if value is None:
         return False
     if key in (ANNOTATION_INHERIT_USER, HCS_INHERIT_USER):
-        return value.lower() in ("true", "1", "yes")
+        return truthy(value)
     return bool(value.strip())
 
 

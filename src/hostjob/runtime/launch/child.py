@@ -21,6 +21,7 @@ import time
 
 from hostjob.boot import paths
 from hostjob.errors import StartError
+from hostjob.runtime.launch import identity
 from hostjob.runtime.launch import plan as launch_plan
 from hostjob.runtime.proc import close_fds_except, env_dict
 
@@ -49,6 +50,8 @@ class ChildSetup:
         "hook_state",
         "join_pod",
         "listen_fds",
+        "pidfd_kind",
+        "pidfd_socket",
         "plan",
         "release_by_pipe",
         "start_hooks",
@@ -64,6 +67,10 @@ class ChildSetup:
         # without a byte ends the process.
         self.release_by_pipe = False
         self.console: str | int | None = None  # --console-socket path, or a socket fd (run -t)
+        # --pidfd-socket: a pidfd of the process goes there, named as runc names it: the
+        # init's "standard", an exec's "setns".
+        self.pidfd_socket: str | None = None
+        self.pidfd_kind = "standard"
         self.extra_fds = 0  # fds 3.. passed through (LISTEN_FDS + --preserve-fds)
         self.listen_fds = 0  # of which the first N are socket-activation fds
         self.start_hooks: list[Hook] = []
@@ -134,7 +141,8 @@ def _keep_fds(setup: ChildSetup, report_fd: int, release_fd: int, placed_fd: int
 
 
 def _start_session(setup: ChildSetup) -> None:
-    """A session of its own and, with ``terminal``, the pty as its controlling terminal."""
+    """A session of its own; with ``terminal``, the pty as its controlling terminal; with
+    a pidfd socket (runc's ``--pidfd-socket``), the process's pidfd sent over it."""
     try:
         posix.setsid()
     except OSError as err:
@@ -151,6 +159,16 @@ def _start_session(setup: ChildSetup) -> None:
             where = "" if isinstance(setup.console, int) else f" {setup.console}"
             raise StartError(
                 f"cannot set up the terminal (console socket{where}): {_reason(err)}"
+            ) from err
+    if setup.pidfd_socket is not None:
+        from hostjob.runtime.launch import console
+
+        try:
+            console.send_pidfd(setup.pidfd_socket, setup.pidfd_kind)
+        except OSError as err:
+            raise StartError(
+                f"cannot send the process's pidfd (pidfd socket {setup.pidfd_socket}):"
+                f" {_reason(err)}"
             ) from err
 
 
@@ -192,7 +210,7 @@ def _become_user(plan: LaunchPlan) -> None:
         # Without no_new_privs the kernel asks for CAP_SYS_ADMIN: before the switch
         # drops it (runc's order).
         _load_seccomp(plan)
-    _switch_identity(plan)
+    identity.switch(plan)
     if not entered:
         _enter_cwd(plan.cwd, as_root=False)
     if plan.umask is not None:
@@ -411,67 +429,6 @@ def _make_cwd(path: str, uid: int, gid: int, mount_point: str) -> None:
                 " replaced by a symlink or a file (never followed)"
             ) from err
         raise StartError(f"cannot create the working directory {path}: {_reason(err)}") from err
-
-
-def _switch_identity(plan: LaunchPlan) -> None:
-    user = plan.user
-    wanted = plan.capabilities
-    if wanted is None:
-        current = (posix.getuid(), posix.getgid(), sorted(posix.getgroups()))
-        if (user.uid, user.gid, sorted(user.groups)) != current:
-            _set_user(user.uid, user.gid, user.groups)
-        return  # no capability sets asked: keep what the user switch leaves
-    from hostjob.linux import syscalls
-
-    # runc's order: bounding set, keep caps across setuid, switch, then the sets.
-    bounding = wanted[0]
-    try:
-        syscalls.drop_bounding(c for c in range(_last_cap() + 1) if not bounding & (1 << c))
-    except OSError as err:
-        what = f"cannot drop {err.filename} from the bounding set"
-        raise StartError(f"{what}: {_reason(err)}") from err
-    cap = 0
-    try:
-        step = "keep capabilities across the user switch (prctl PR_SET_KEEPCAPS)"
-        syscalls.set_keepcaps(True)
-        _set_user(user.uid, user.gid, user.groups)
-        step = "clear PR_SET_KEEPCAPS"
-        syscalls.set_keepcaps(False)
-        _bounding, effective, permitted, inheritable, ambient = wanted
-        step = (
-            f"set capabilities (capset: effective {effective:#x}, permitted {permitted:#x},"
-            f" inheritable {inheritable:#x})"
-        )
-        syscalls.capset(effective, permitted, inheritable)
-        # The kernel raises an ambient capability only if it is permitted and inheritable.
-        # runc and crun skip the others (`runc spec` itself asks for ambient capabilities
-        # without inheritable ones), so a config they run runs here too.
-        ambient &= permitted & inheritable
-        step = "raise ambient capability {}"
-        for cap in range(_last_cap() + 1):
-            if ambient & (1 << cap):
-                syscalls.raise_ambient(cap)
-    except OSError as err:
-        step = step.format(syscalls.cap_name(cap))
-        raise StartError(f"cannot {step}: {_reason(err)}") from err
-
-
-def _set_user(uid: int, gid: int, groups: list[int]) -> None:
-    try:
-        step = f"set the additional groups {groups}"
-        posix.setgroups(groups)
-        step = f"set gid {gid}"
-        posix.setgid(gid)
-        step = f"set uid {uid}"
-        posix.setuid(uid)
-    except OSError as err:
-        raise StartError(f"cannot {step}: {_reason(err)}") from err
-
-
-def _last_cap() -> int:
-    from hostjob.linux.syscalls import last_cap
-
-    return last_cap()
 
 
 def _wait_for_start(fifo_fd: int) -> None:
