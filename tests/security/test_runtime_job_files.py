@@ -9,7 +9,8 @@ layer through the image's 1777 directory (shown first, those modes put back). Wi
 hostjob's -- the directory root's and the job group's, 0710; the rootfs's root 0750 of the
 job's group -- nothing, in host mode, in bind mode and at a mount point; the job's own uid
 reads its files (the control). And modes are set, never taken from the caller's umask:
-under ``umask 077`` a non-root job still reads its image and its secret.
+under ``umask 077`` a non-root job still reads its image, its secret and, in bind mode,
+a volume whose directories hostjob made.
 """
 
 from __future__ import annotations
@@ -112,16 +113,33 @@ def test_auto_users_each_reach_their_own_files_only(
         hj_open.ok("delete", "--force", cid)
 
 
+@pytest.mark.parametrize("mode", ["host", "bind"])
 def test_modes_never_come_from_the_callers_umask(
-    hj_open: Hostjob, image: str, open_tmp: Path
+    hj_open: Hostjob, image: str, open_tmp: Path, mode: str
 ) -> None:
+    """Under ``umask 077`` everything hostjob makes for a ``--user 1000`` job -- the
+    writable layer, the secret's directories; in bind mode the mount point's missing
+    parents on the host and a volume's missing directories in the job's namespace -- has
+    the mode the job needs: it reads its image, its secret and its volume."""
     secret = open_tmp / "secret"
     secret.write_text("s3cret\n")
     secret.chmod(0o600)
+    data = open_tmp / "data"
+    data.mkdir(mode=0o755)
+    (data / "file").write_text("the volume's\n")
+    (data / "file").chmod(0o644)
+    flags: list[str] = []
+    read = 'cat "$CONTAINER_SANDBOX_MOUNT_POINT/etc/motd" "$CONTAINER_SANDBOX_MOUNT_POINT/run/secrets/token"'
+    if mode == "bind":
+        volume = f"{open_tmp}/absent/deeper/data"  # made in the job's namespace alone
+        flags = [
+            "--mount-mode", "bind", "--mount-point", str(open_tmp / "made" / "hpc"),
+            "--volume", f"{data}:{volume}:ro",
+        ]  # fmt: skip
+        read += f' "{volume}/file"'
     words = hj_open.argv(
         "run", "--rm", "-q", "--store", str(open_tmp / "store"), "--user", str(JOB_UID),
-        "--secret", f"{secret}:/run/secrets/token", image, "sh", "-c",
-        'cat "$CONTAINER_SANDBOX_MOUNT_POINT/etc/motd" "$CONTAINER_SANDBOX_MOUNT_POINT/run/secrets/token"',
+        "--secret", f"{secret}:/run/secrets/token", *flags, image, "sh", "-c", read,
     )  # fmt: skip
     script = 'umask 077 && exec "$@"'
     done = subprocess.run(
@@ -132,4 +150,6 @@ def test_modes_never_come_from_the_callers_umask(
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout == MOTD + "s3cret\n"
+    assert done.stdout == MOTD + "s3cret\n" + ("the volume's\n" if mode == "bind" else "")
+    if mode == "bind":  # the volume's directories were made in the namespace only
+        assert not (open_tmp / "absent").exists()
