@@ -19,7 +19,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import Hostjob, base_config
+from tests.compat.test_operator_docs import DOC_BINARY, snippet
+from tests.helpers import Hostjob, base_config, hostjob_cmd
 
 POD_UID = 1000
 CRI_ANNOTATIONS = {
@@ -67,18 +68,28 @@ def bind_volume(source: Path | str, destination: str, readonly: bool = False) ->
 class Node(Hostjob):
     """hostjob as a runtime handler runs it: with the operator's global flags (its
     ``BinaryName`` wrapper's), here a mount point in the test's directory rather than
-    the host's ``/hpc``."""
+    the host's ``/hpc``; ``binary``: the handler's ``BinaryName`` when it is not
+    hostjob itself (a wrapper)."""
 
-    def __init__(self, root: Path, flags: list[str], log: Path | None = None) -> None:
+    def __init__(
+        self, root: Path, flags: list[str], log: Path | None = None, binary: str | None = None
+    ) -> None:
         super().__init__(root, log)
         self.flags = flags
+        self.binary = binary
 
     def argv(self, *args: str) -> list[str]:
         words = super().argv()
+        if self.binary is not None:
+            words = [self.binary, *words[len(hostjob_cmd()) :]]
         return [*words, *self.flags, *args]
 
     def with_flags(self, *flags: str) -> Node:
-        return Node(self.root, [*self.flags, *flags], self.log)
+        return Node(self.root, [*self.flags, *flags], self.log, self.binary)
+
+    def through(self, binary: str) -> Node:
+        """The same handler with ``binary`` as its ``BinaryName``."""
+        return Node(self.root, self.flags, self.log, binary)
 
     def run_bundle(self, bundle: Path, container_id: str) -> str:
         """``run`` of the bundle in the foreground: what the job printed."""
@@ -106,3 +117,13 @@ def run_as(uid: int, script: str, *args: str) -> subprocess.CompletedProcess[str
         check=False,
         env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
     )
+
+
+def trusted_handler(directory: Path) -> str:
+    """The operators' guide's wrapper for a handler whose pod authors the operator trusts
+    (snippet ``trusted-handler``), written to ``directory`` with the hostjob under test
+    for the guide's: the program that handler's ``BinaryName`` names."""
+    wrapper = directory / "hostjob-trusted"
+    wrapper.write_text(snippet("trusted-handler").replace(DOC_BINARY, hostjob_cmd()[0]))
+    wrapper.chmod(0o755)
+    return str(wrapper)

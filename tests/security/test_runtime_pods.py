@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import make_bundle, new_id
-from tests.security.pods import POD_UID, Node, bind_volume, pod_config
+from tests.security.pods import POD_UID, Node, bind_volume, pod_config, trusted_handler
 
 ALLOW = "--allow-pod-annotations"
 SHOW_ID = "id -u; grep -E '^(CapEff|NoNewPrivs):' /proc/self/status"
@@ -62,8 +62,9 @@ def test_a_pod_cannot_run_itself_as_root(node: Node, open_tmp: Path, key: str) -
     control = make_bundle(open_tmp / "control", pod_config("sh", "-c", SHOW_ID))
     assert shown(node.run_bundle(control, new_id("c")))[:2] == (str(POD_UID), "0000000000000000")
 
-    # An operator who trusts the handler's pod authors says so per handler.
-    trusting = node.with_flags(f"{ALLOW}=inherit-user")
+    # An operator who trusts a handler's pod authors says so per handler: the guide's
+    # wrapper, that handler's BinaryName.
+    trusting = node.through(trusted_handler(open_tmp))
     assert shown(trusting.run_bundle(attacker, new_id("t")))[0] == "0"
 
 
@@ -82,6 +83,9 @@ def test_a_pod_cannot_read_roots_files_as_a_secret(node: Node, open_tmp: Path) -
     error = node.fail("create", "-b", str(attacker), cid)
     assert "annotations.io.hostjob.secrets" in error and f"{ALLOW}=secrets" in error
     assert not (attacker / "rootfs" / "leak").exists() and not (node.root / cid).exists()
+    # The guide's trusting handler lets its pods have it.
+    trusting = node.through(trusted_handler(open_tmp))
+    assert trusting.run_bundle(attacker, new_id("t")) == "root:"
 
     control = make_bundle(open_tmp / "control", pod_config("sh", "-c", f"{read} 2>&1 || echo none"))
     assert node.run_bundle(control, new_id("c")).endswith("none\n")
@@ -115,6 +119,9 @@ def test_a_pod_cannot_put_its_files_on_the_hosts_tree(node: Node, open_tmp: Path
     cid = new_id("p")
     error = node.fail("create", "-b", str(attacker), cid)
     assert f"annotations.{key}" in error and f"{ALLOW}=mount-point" in error
+    # The guide's trusting handler lets its pods ask for inherit-user and secrets, not this.
+    trusting = node.through(trusted_handler(open_tmp))
+    assert f"{ALLOW}=mount-point" in trusting.fail("create", "-b", str(attacker), cid)
     assert not any(spool.rglob("crontab")) and not (node.root / cid).exists()
 
     # The control: the mount mode is the pod's to choose; its files go where the operator
