@@ -706,10 +706,12 @@ class Pod:
         privileged: bool = False,
         image: str = TOOLS_IMAGE,
         seccomp: cri.SecurityProfile | None = None,
+        user: int | None = None,
     ) -> tuple[cri.ContainerConfig, Path]:
         """The kubelet's ContainerConfig for one container of this pod (and the termination-log
         file it made for it): ``volumes``, the token volume (admission appends it to the
-        volume mounts), ``/etc/hosts`` and ``/dev/termination-log``, in the kubelet's order."""
+        volume mounts), ``/etc/hosts`` and ``/dev/termination-log``, in the kubelet's order.
+        ``user``: ``runAsUser``, with every capability dropped (a policy's non-root pod)."""
         res = resources or Resources()
         term = self.dir / "containers" / name / _rand(8)
         term.parent.mkdir(parents=True, exist_ok=True)
@@ -746,6 +748,7 @@ class Pod:
                     masked_paths=MASKED_PATHS,
                     readonly_paths=READONLY_PATHS,
                     seccomp=seccomp,
+                    **_run_as(user),
                 ),
             ),
         )
@@ -877,6 +880,16 @@ class Pod:
         if self in self.node.pods:
             self.node.pods.remove(self)
         return problems
+
+
+def _run_as(user: int | None) -> dict[str, object]:
+    """A container security context's user: ``runAsUser`` and ``drop: [ALL]``."""
+    if user is None:
+        return {}
+    return {
+        "run_as_user": cri.Int64Value(value=user),
+        "capabilities": cri.Capability(drop_capabilities=["ALL"]),
+    }
 
 
 def _pod_qos(resources: list[Resources]) -> str:

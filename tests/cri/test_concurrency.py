@@ -16,8 +16,8 @@ PODS = 20
 def test_pods_created_and_removed_concurrently(kubelet_node: Node) -> None:
     """20 pods (BestEffort and Burstable) created, run and deleted concurrently: each container
     runs and logs, each pod deletion succeeds, and nothing of any of them is left -- not even
-    the paths their bind-mode containers share on the host (``/hpc``, the token volume's
-    target), made by the first and removed by the last."""
+    the mount point their bind-mode containers share on the host (``/hpc``), made by the first
+    and removed by the last; the token volume's target is never made there."""
     node = kubelet_node
     before = host_paths()
     pods = [

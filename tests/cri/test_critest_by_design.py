@@ -103,6 +103,15 @@ BY_DESIGN = [
         "",
     ),
     ByDesign(
+        "privilege_escalation",
+        'NoNewPrivs: "should allow privilege escalation when false"',
+        "in bind mode a pod's volumes lie over host paths in its mount namespace, where a "
+        "setuid program of the host would read them as root",
+        "not refused: every process of a container in bind mode that does not run as root "
+        "runs with no_new_privs, named once in hostjob's log; a root container's as asked",
+        "",
+    ),
+    ByDesign(
         "masked_and_read_only_paths",
         'bucket: "MaskedPaths", "ReadonlyPaths"',
         "they hide parts of a container's own /proc and /sys; a job container's are the "
@@ -256,6 +265,24 @@ def test_read_only_rootfs(ct: Critest) -> None:
     st = ct.wait_state(cid, cri.CONTAINER_EXITED)
     assert st.exit_code == 1, st
     assert any("Read-only file system" in t for _, _, t in sb.log(cid)), sb.log(cid)
+
+
+def test_privilege_escalation(ct: Critest) -> None:
+    """critest's ``no_new_privs: false`` for a uid-1000 container (``allowPrivilegeEscalation``,
+    Kubernetes' default): runc leaves the bit clear; hostjob sets it in bind mode (a pod's
+    default) and says so once in its log, and leaves a root container's clear."""
+    sb = ct.run_pod()
+    escalating = {"no_new_privs": False, "run_as_user": cri.Int64Value(value=1000)}
+    cid = sb.run("may-escalate", PAUSE, security=escalating)
+    nnp = ct.exec_ok(cid, ["grep", "NoNewPrivs", "/proc/self/status"]).split()[1]
+    if ct.handler != "hostjob":
+        assert nnp == "0"
+        return
+    assert nnp == "1"
+    named = [line for line in runtime_log(ct, cid) if "noNewPrivileges is set" in line]
+    assert len(named) == 1, runtime_log(ct, cid)
+    root = sb.run("root", PAUSE, security={"no_new_privs": False})
+    assert ct.exec_ok(root, ["grep", "NoNewPrivs", "/proc/self/status"]).split()[1] == "0"
 
 
 def test_masked_and_read_only_paths(ct: Critest, tmp_path: Path) -> None:

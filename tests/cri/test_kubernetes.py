@@ -6,7 +6,8 @@ look, ``/etc/hosts``, emptyDirs), the termination message reaches the kubelet's 
 anything written to the host's ``/dev``, and each volume's mount propagation is honoured
 (Bidirectional mounts reach the host, ordinary volumes pass nothing either way). The pod's
 sandbox stays in host mode. Each test ends with the kubelet's pod deletion and the check that
-nothing is left; the paths bind mode made on the host are gone too.
+nothing is left; the mount point bind mode made on the host is gone too, and a volume's
+``mountPath`` the host lacks was never made there (it is made in the job's namespace).
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from .test_pods import IDLE, container_pid, delete_and_check, sandbox_pid, sh
 
 SA = SERVICE_ACCOUNT_DIR
 HOST_PATHS = ("/hpc", "/run/secrets")
-"""What bind mode makes on this host for a pod (the mount point and the token volume's target,
-``/var/run`` being ``/run``) when they are missing, and removes with the last container."""
+"""The mount point, which bind mode makes on this host when it is missing and removes with the
+last container; and the token volume's target (``/var/run`` being ``/run``), which it never
+makes there."""
 
 
 def host_paths() -> dict[str, bool]:
@@ -118,9 +120,10 @@ def test_volumes_at_their_mount_path(kubelet_node: Node, tmp_path: Path) -> None
     pid = container_pid(node, main)
     assert os.readlink(f"/proc/{pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
     assert os.readlink(f"/proc/{pid}/ns/net") == os.readlink("/proc/self/ns/net")
-    # the host sees none of it: its /etc/hosts, an empty directory at the emptyDir's path
+    # the host sees none of it: its /etc/hosts, nothing at the emptyDir's path nor the token's
     assert Path("/etc/hosts").read_text() == host_hosts
-    assert work.is_dir() and not list(work.iterdir())
+    assert not (tmp_path / "mnt").exists()
+    assert before["/run/secrets"] or not os.path.lexists("/run/secrets")
     assert not harness.mounts_under(work) and not harness.mounts_under("/hpc")
     # an exec joins the job's mount namespace
     r = exec_sync(node, main, sh(f"cat {work}/state {SA}/namespace"))

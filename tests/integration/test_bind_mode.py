@@ -308,8 +308,10 @@ def test_volume_propagation(hj: Hostjob, bundle, tmp_path: Path) -> None:
         subprocess.run(["mount", "--make-shared", str(shared)], check=True)
         for name in ("bidi", "plain", "h2c"):
             (shared / name).mkdir()
-        inside = tmp_path / "in"
-        out = tmp_path / "out"
+        inside = tmp_path / "in"  # missing on the host: made in the job's namespace,
+        # on a private copy of tmp_path, whose existing entries (``o``) stay the host's
+        (tmp_path / "o").mkdir()
+        out = tmp_path / "o" / "out"
         config = base_config(
             "sh",
             "-c",

@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import socket
+import stat
 import subprocess
 import time
 from collections.abc import Callable
@@ -507,9 +508,13 @@ def test_generate_systemd_verifies(daemons: Daemons, tmp_path: Path) -> None:
     )
     assert lines["Type"] == "notify" and lines["Restart"] == "on-failure"
     assert lines["StartLimitBurst"] == "4" and lines["TimeoutStopSec"] == "22"
-    assert f"--root {daemons.hj.root} run --rm --name {cid}" in lines["ExecStart"]
-    assert '"GREETING=hello world $$HOME 100%%"' in lines["ExecStart"]
-    assert f"--env-file {env_file}" in lines["ExecStart"] and "--memory 64m" in lines["ExecStart"]
+    # The environment's values are never in the unit (world-readable, and its command
+    # line is every user's to read): a root-only file under the store holds them.
+    kept = Path(lines["ExecStart"].split(" --env-file ", 1)[1].split()[0])
+    assert f"--root {daemons.hj.root} run --rm --name {cid} --env-file {kept}" in lines["ExecStart"]
+    assert "hello world" not in unit and str(env_file) not in unit and "--memory 64m" in unit
+    assert kept.read_text() == "A=1\nGREETING=hello world $HOME 100%\n"
+    assert (kept.stat().st_uid, stat.S_IMODE(kept.stat().st_mode)) == (0, 0o600)
     assert lines["ExecStop"].endswith(f"stop -t 7 -s 15 {cid}")  # the stop signal named
     # What ExecStart runs is the same container: run it (in the foreground) as systemd would.
     words = lines["ExecStart"].split(" run ", 1)[1]

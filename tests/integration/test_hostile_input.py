@@ -187,7 +187,8 @@ def test_state_directories_are_private(hj: Hostjob, bundle) -> None:
     cid = new_id()
     hj.ok("create", "--bundle", str(b), cid)
     for path in (hj.root, hj.root / cid):
-        # 0700, or 0711 (traversable, for image containers running as another user)
+        # 0700, or 0710 (traversable by the job's group, for image containers running as
+        # another user)
         assert stat.S_IMODE(path.stat().st_mode) & 0o066 == 0, path
     for entry in (hj.root / cid).iterdir():
         assert not entry.stat().st_mode & 0o002, f"{entry} is world-writable"

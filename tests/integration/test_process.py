@@ -310,15 +310,20 @@ def test_username_from_passwd(hj: Hostjob, bundle) -> None:
     assert lines[2:] == [nobody.pw_dir, "nobody"]
 
 
-def test_group_name_gives_unprivileged_member(hj: Hostjob, bundle) -> None:
+def test_group_name_gives_a_uid_of_its_own_in_that_group(hj: Hostjob, bundle) -> None:
+    """hcsshim's account per container: a uid and gid of the container's own (the
+    ``--user auto`` range), the group as its supplementary group -- never the one overflow
+    uid every such job would share (tests/security/test_runtime_identity.py)."""
     import grp
 
+    from hostjob.runtime.users import DEFAULT_RANGE
+
     group = grp.getgrnam("nogroup")
-    config = base_config("sh", "-c", "id -u; id -g")
+    config = base_config("sh", "-c", "id -u; id -g; id -G")
     config["process"]["user"] = {"username": "nogroup"}
-    uid, gid = run_output(hj, bundle, config).split()
-    assert int(uid) == int(Path("/proc/sys/kernel/overflowuid").read_text())
-    assert int(gid) == group.gr_gid
+    uid, gid, *groups = run_output(hj, bundle, config).split()
+    assert DEFAULT_RANGE[0] <= int(uid) <= DEFAULT_RANGE[1] and gid == uid
+    assert groups == [uid, str(group.gr_gid)]
 
 
 def test_unknown_username_is_refused(hj: Hostjob, bundle) -> None:

@@ -1,8 +1,8 @@
-"""Fixtures of the image-side security tests (``tests/security/test_images_*.py``).
+"""Fixtures of the security tests.
 
-Only image fixtures live here: directories other users can reach, a store in one, an
-image with a setuid-root program and a device node, and running a command as
-``nobody``. Each attack is made as another local user would make it: through
+Directories other users can reach, a store in one, an image with a setuid-root program
+and a device node, running a command as ``nobody``, and hostjob as a Kubernetes node's
+runtime handler runs it (``node``: the pod tests, ``tests/security/pods.py``). Each attack is made as another local user would make it: through
 ``setpriv`` with a shell doing the ``exec`` (setpriv opens its program before it drops
 its privileges, a shell after).
 """
@@ -21,6 +21,7 @@ import pytest
 from hostjob.images.pack import pack
 from hostjob.linux import syscalls
 from tests.helpers import Hostjob, make_rootfs
+from tests.security.pods import Node
 
 NOBODY = 65534
 ID_PROGRAM = "/usr/bin/id"  # coreutils: `id -u` prints the *effective* uid
@@ -50,6 +51,23 @@ def hj_open(open_tmp: Path) -> Iterator[Hostjob]:
     for container_id in leftovers:
         runner("delete", "--force", container_id)
     assert not leftovers, f"test left containers behind: {leftovers}"
+
+
+@pytest.fixture
+def node(open_tmp: Path) -> Iterator[Node]:
+    """hostjob as a handler's ``BinaryName`` runs it, on a state root in ``open_tmp``, with
+    a mount point of the test's own rather than the host's ``/hpc`` (the operator's
+    ``--default-rootfs-mount-point``); nothing may be left behind."""
+    runner = Node(
+        open_tmp / "state",
+        ["--default-rootfs-mount-point", str(open_tmp / "hpc")],
+        log=open_tmp / "hostjob.log",
+    )
+    yield runner
+    left = sorted(os.listdir(runner.root)) if runner.root.exists() else []
+    for container_id in left:
+        runner("delete", "--force", container_id)
+    assert not left, f"test left containers behind: {left}"
 
 
 @pytest.fixture

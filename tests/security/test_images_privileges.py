@@ -5,7 +5,7 @@ first shows the attack working where nothing stops it (the same files in an ordi
 directory, or a store as an older hostjob left it), then that ``nobody`` gets nothing
 from the store (root-only, 0700), from a running image container's rootfs
 (``nosuid,nodev``), through a mount point the rootfs is bound at, or through the state
-root (0711, container directories 0700 or 0711, their files 0600).
+root (0711; container directories 0700, or 0710 of the job's group; their files 0600).
 """
 
 from __future__ import annotations
@@ -83,14 +83,18 @@ def test_a_running_image_rootfs_is_nosuid_nodev(
     )
     try:
         rootfs = hj_open.root / cid / "rootfs"
-        # The job's user must reach its rootfs: the one path opened (0711).
+        # The job's user must reach its rootfs: the state root lets everyone pass (0711),
+        # the container's directory only the job's group (0710), the rootfs's root is
+        # the job group's too (0750). nobody is the job's own identity here.
         assert stat.S_IMODE(hj_open.root.stat().st_mode) == 0o711
-        assert stat.S_IMODE((hj_open.root / cid).stat().st_mode) == 0o711
+        for path, mode in ((hj_open.root / cid, 0o710), (rootfs, 0o750)):
+            st = path.stat()
+            assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (mode, 0, 65534)
         st = (rootfs / "bin" / "id").stat()
         assert st.st_mode & stat.S_ISUID and st.st_uid == 0, "the image's setuid-root file"
         flags = os.statvfs(rootfs).f_flag
         assert flags & os.ST_NOSUID and flags & os.ST_NODEV
-        # Another local user, through the state root, gets nothing from it ...
+        # The job's own identity, through the state root, gets no privilege from it ...
         assert as_nobody(RUN_AS_SETUID, str(rootfs / "bin" / "id")).stdout == "65534\n"
         assert denied(as_nobody(OPEN_DEVICE, str(rootfs / "dev" / "null")))
         # ... nor from the container's state, which stays unreadable and unlisted.
@@ -112,8 +116,9 @@ def test_a_rootfs_bound_at_a_mount_point_is_nosuid_nodev(
     ref = image_of(privileged_tree, privileged_tree.parent)
     mount_point = open_tmp / "tool"
     cid = new_id()
+    # As nobody: only the job's own identity reaches its rootfs (test_runtime_job_files.py).
     hj_open.ok("run", "-d", "-q", "--store", str(store_dir), "--name", cid,
-          "--mount-point", str(mount_point), ref)  # fmt: skip
+          "--user", "65534:65534", "--mount-point", str(mount_point), ref)  # fmt: skip
     try:
         flags = os.statvfs(mount_point).f_flag
         assert flags & os.ST_NOSUID and flags & os.ST_NODEV

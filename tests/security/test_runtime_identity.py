@@ -199,3 +199,71 @@ def wait_stopped(hj: Hostjob, container_id: str) -> None:
     while hj.status(container_id) != "stopped":
         assert time.monotonic() < deadline
         time.sleep(0.05)
+
+
+def group_only() -> grp.struct_group:
+    """A host group whose name is no user's (Debian's ``staff``, ``adm``...)."""
+    names = {entry.pw_name for entry in pwd.getpwall()}
+    return next(g for g in grp.getgrall() if g.gr_name not in names and g.gr_gid != 0)
+
+
+def test_a_group_name_gives_each_container_a_uid_of_its_own_in_that_group(
+    hj_open: Hostjob, open_tmp: Path
+) -> None:
+    """A user given by a group's name (hcsshim's form; hcsshim makes a fresh account in
+    that group per container) ran every such job as the one overflow uid (65534, the
+    host's ``nobody`` too): one shared identity -- shown first with two jobs of that uid.
+    Now each gets a uid and gid of its own from the ``--user auto`` range, the group as its
+    supplementary group, held for its life and freed at delete; ``exec`` runs as it."""
+    group = group_only()
+    # The attack, where nothing stops it: two jobs of the uid that form gave.
+    shared = base_config("sh", "-c", f"export {TOKEN}; exec sleep 600")
+    shared["process"]["user"] = {"uid": 65534, "gid": group.gr_gid}
+    make_bundle(open_tmp / "shared", shared)
+    a, b = new_id("a"), new_id("b")
+    for cid in (a, b):
+        hj_open.ok("create", "--bundle", str(open_tmp / "shared"), cid)
+        hj_open.ok("start", cid)
+    pid_a = hj_open.state(a)["pid"]
+    wait_for_exec(pid_a)
+    assert TOKEN in hj_open.ok("exec", b, "cat", f"/proc/{pid_a}/environ")
+    for cid in (a, b):
+        hj_open.ok("delete", "--force", cid)
+
+    # hostjob: the group's name as the user -- a uid of each container's own.
+    span = ("--auto-user-range", f"{SMALL}-{SMALL + 1}")
+    config = base_config("sh", "-c", f"export {TOKEN}; exec sleep 600")
+    config["process"]["user"] = {"username": group.gr_name}
+    make_bundle(open_tmp / "named", config)
+    first, second, third = new_id("f"), new_id("s"), new_id("t")
+    for cid in (first, second):
+        hj_open.ok(*span, "create", "--bundle", str(open_tmp / "named"), cid)
+        hj_open.ok("start", cid)
+    ids = {cid: ids_of(hj_open.state(cid)["pid"]) for cid in (first, second)}
+    assert {i[0][0] for i in ids.values()} == {SMALL, SMALL + 1}
+    for uids, gids, groups in ids.values():
+        assert set(uids) == {uids[0]} and set(gids) == {uids[0]}, "a gid of its own"
+        assert groups.split() == [str(group.gr_gid)], "in that group"
+    pid_first = hj_open.state(first)["pid"]
+    wait_for_exec(pid_first)
+    read = hj_open("exec", second, "cat", f"/proc/{pid_first}/environ")
+    assert read.returncode != 0 and TOKEN not in read.stdout
+    # exec runs as that uid; the number is held while the container exists, freed after.
+    own_uid = ids[first][0][0]
+    assert hj_open.ok("exec", first, "id", "-u").strip() == str(own_uid)
+    error = hj_open.fail(*span, "create", "--bundle", str(open_tmp / "named"), third)
+    assert "no free uid left" in error
+    hj_open.ok("delete", "--force", first)
+    hj_open.ok(*span, "create", "--bundle", str(open_tmp / "named"), third)
+    hj_open.ok("start", third)
+    assert ids_of(hj_open.state(third)["pid"])[0][0] == own_uid
+    for cid in (second, third):
+        hj_open.ok("delete", "--force", cid)
+
+
+def wait_for_exec(pid: int) -> None:
+    """Until the init has exec'd its program (its environment is then the job's)."""
+    deadline = time.monotonic() + 10
+    while b"API_TOKEN" not in Path(f"/proc/{pid}/environ").read_bytes():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)

@@ -78,6 +78,13 @@ GLOBAL = Command(
         ),
         Option("default-loader", VALUE, "image or host, unless io.hostjob.loader says"),
         Option(
+            "allow-pod-annotations",
+            VALUE,
+            "what a Kubernetes pod's container may ask for that only the operator may"
+            " otherwise: inherit-user, secrets, mount-point (comma-separated), or all",
+            metavar="choices",
+        ),
+        Option(
             "auto-user-range",
             VALUE,
             "the uids --user auto gives containers (default $HOSTJOB_AUTO_USER_RANGE, else"
@@ -105,6 +112,7 @@ class Context:
     """The global flags, as every command sees them."""
 
     __slots__ = (
+        "allow_pod_annotations",
         "auto_user_range",
         "criu",
         "debug",
@@ -132,6 +140,7 @@ class Context:
         self.default_inherit_user: bool = args.default_inherit_user
         self.default_loader: str | None = args.default_loader
         self.auto_user_range: str | None = args.auto_user_range
+        self.allow_pod_annotations: str | None = args.allow_pod_annotations
 
     def defaults(self) -> dict[str, str]:
         """The operator's defaults, by the annotation each stands for (as
@@ -146,6 +155,8 @@ class Context:
             found["io.hostjob.inherit-user"] = "true"
         if self.default_loader:
             found["io.hostjob.loader"] = self.default_loader
+        if self.allow_pod_annotations:
+            found["--allow-pod-annotations"] = self.allow_pod_annotations
         return found
 
     def delegate_flags(self) -> list[str]:
@@ -208,6 +219,13 @@ def main(argv: list[str] | None = None) -> int:
     if glob.default_loader not in (None, "image", "host"):
         why = f"invalid --default-loader: {glob.default_loader!r} (image or host)"
         return _fail(HostjobError(why), glob.debug)
+    if glob.allow_pod_annotations:
+        from hostjob.specconv.trust import parse_allowed
+
+        try:
+            parse_allowed(glob.allow_pod_annotations)
+        except HostjobError as err:
+            return _fail(err, glob.debug)
     log.configure(glob.log, glob.log_format, glob.debug)
     if not glob.command:
         print(_top_usage(), file=sys.stderr)

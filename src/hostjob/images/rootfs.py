@@ -64,15 +64,19 @@ class ContainerRootfs:
             # fd-relative, never across a mount: the upper dir holds what a container wrote.
             fsremove.remove_tree(self.rw_dir)
         fsutil.ensure_dir(os.path.dirname(self.rw_dir), 0o700)  # rw/: root's, whatever the umask
+        # Every mode set, never left to the umask (under umask 077 the overlay's root,
+        # the upper directory's, would shut a non-root job out of its own image).
         os.mkdir(self.rw_dir, 0o700)
         os.mkdir(self.upper, 0o755)
+        os.chmod(self.upper, 0o755)
         os.mkdir(self.work, 0o700)
-        os.makedirs(self.target, 0o755, exist_ok=True)
+        fsutil.ensure_dir(self.target, 0o755)
         faults.point("create:before-overlay")  # the writable layer made, not mounted yet
         layers = self.layers
         if not layers:
             empty = os.path.join(self.rw_dir, "empty")
             os.mkdir(empty, 0o755)
+            os.chmod(empty, 0o755)
             layers = [empty]
         try:
             return mount_overlay(

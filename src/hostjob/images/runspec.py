@@ -33,11 +33,12 @@ from hostjob import log
 from hostjob.boot import jsonio
 from hostjob.errors import ConfigError, InvalidArgument
 from hostjob.spec.runtime import OCI_VERSION
-from hostjob.specconv.convert import (
+from hostjob.specconv.annotations import (
     ANNOTATION_INHERIT_USER,
     ANNOTATION_MOUNT_MODE,
     ANNOTATION_MOUNT_POINT,
     HCS_INHERIT_USER,
+    truthy,
 )
 from hostjob.specconv.execution import ANNOTATION_LOADER
 from hostjob.specconv.isolation import ANNOTATION_SECRETS, ANNOTATION_USER, AUTO, check_secret
@@ -143,7 +144,7 @@ def build_spec(
             process["user"] = _user(flags.user, "--user")
     elif ANNOTATION_USER in annotations:
         pass  # --annotation io.hostjob.user=auto: as --user auto
-    elif any(_truthy(annotations[key]) for key in inherit_keys):
+    elif any(truthy(annotations[key]) for key in inherit_keys):
         pass  # the operator asked for the launcher's identity: the image's User is moot
     elif config.user:
         process["user"] = _user(config.user, "the image's User")
@@ -182,11 +183,6 @@ def _image_path(path: str) -> str:
     return "$CONTAINER_SANDBOX_MOUNT_POINT/" + os.path.normpath("/" + path).lstrip("/")
 
 
-def _truthy(value: str) -> bool:
-    """An annotation's yes, as ``hostjob.specconv.convert`` reads it."""
-    return value.lower() in ("true", "1", "yes")
-
-
 def _words(entrypoint: str) -> list[str]:
     """``--entrypoint``: a JSON array (``'["/bin/app", "-v"]'``) or one program."""
     if entrypoint.startswith("["):
@@ -201,7 +197,13 @@ def _words(entrypoint: str) -> list[str]:
 
 
 def _env(image_env: list[str], flags: RunFlags) -> list[str]:
-    env = list(image_env)
+    return [*image_env, *flag_env(flags)]
+
+
+def flag_env(flags: RunFlags) -> list[str]:
+    """The environment the command line gives: each ``--env-file``'s entries, then each
+    ``-e`` (a later one wins), ``KEY`` alone taking the launcher's value."""
+    env: list[str] = []
     for path in flags.env_files:
         try:
             with open(path) as f:

@@ -194,7 +194,7 @@ class StateStore:
 
     def _ensure_root(self) -> None:
         # 0711: nobody else may list or write it, but a container running as another
-        # user can reach its image rootfs below it (see ``open_for_user``). Missing
+        # user can reach its own directory below it (see ``open_for_user``). Missing
         # parents get 0755 whatever the umask (os.makedirs: 0777 under a umask of 0).
         from hostjob.linux import fsutil
 
@@ -213,13 +213,16 @@ class StateStore:
             # Exactly 0711: a root made readable (0755) would let anyone list the IDs.
             posix.chmod(self.root, 0o711)
 
-    def open_for_user(self, container_id: str) -> None:
-        """Let a container's non-root user traverse its directory (0711) to reach the
-        image rootfs mounted below it. Nothing else in it is readable by others: the
-        state, the config.json and the exec fifo are 0600, and the directory cannot be
-        listed. (Any local user who knows the ID can reach the rootfs too: an image
-        overlay, nosuid,nodev, whose files keep the image's own modes.)"""
-        posix.chmod(self.dir(container_id), 0o711)
+    def open_for_user(self, container_id: str, gid: int) -> None:
+        """Let a container's non-root job (of group ``gid``) reach the image rootfs
+        mounted below its directory, and nobody else: the directory becomes root's, of
+        the job's group, 0710. The job passes through it by its group; no other user
+        passes at all; nothing in it is readable by the group (the state, config.json and
+        FIFOs are 0600) and the directory cannot be listed. A shared group is shared
+        here too: ``--user auto`` gives a job a gid of its own."""
+        path = self.dir(container_id)
+        posix.chown(path, 0, gid)
+        posix.chmod(path, 0o710)
 
     def create(self, container_id: str) -> FileLock:
         """Make the container's directory and lock it; the ID must be new."""

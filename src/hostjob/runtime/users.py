@@ -32,6 +32,7 @@ from hostjob.runtime import proc
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.runtime.record import Record, StateStore
+    from hostjob.specconv.jobconfig import JobConfig
 
 # Above every distribution's system and login ranges and below 2^31 (tools that take a
 # uid as a signed 32-bit number stay right): a million numbers.
@@ -96,15 +97,53 @@ def allocate(store: StateStore, container_id: str, span: tuple[int, int]) -> int
 
 def assign(store: StateStore, record: Record, span: tuple[int, int]) -> None:
     """``--user auto`` for the container of ``record``: a uid (and the same gid) of its
-    own, no groups. Picked under the state root's lock with every other record read, and
-    recorded before the lock goes: the record holds it until delete removes the record."""
+    own, no groups -- or, for a user that names a group (``wants_own_uid``), that group
+    as its one supplementary group. Picked under the state root's lock with every other
+    record read, and recorded before the lock goes: the record holds it until delete
+    removes the record."""
     process = record.config.process
+    group = named_group(process.username) if process.uid is None else None
     with store.lock_shared_paths():
         number = allocate(store, record.id, span)
         process.uid = process.gid = number
-        process.additional_gids = []
+        process.additional_gids = [group] if group is not None else []
         process.username = None
         store.write(record)
+
+
+def wants_own_uid(job: JobConfig) -> bool:
+    """Whether ``create`` allocates the job a uid of its own: ``--user auto``, or a user
+    given by the name of a host group that is no user's (hcsshim's form of a user:
+    hcsshim makes a fresh account in that group for each container). Such a job is then
+    marked ``auto_user``: a uid and gid of its own, the group as its supplementary
+    group, never one identity shared by every job of the group."""
+    process = job.process
+    if job.auto_user:
+        return True
+    if job.inherit_user or process.uid is not None or named_group(process.username) is None:
+        return False
+    job.auto_user = True
+    return True
+
+
+def named_group(username: str | None) -> int | None:
+    """The gid of the host group ``username`` (``name`` or ``name:group``) names, when
+    its name is a group's and not a user's; None otherwise (a user, a number, nothing
+    known: the launch plan resolves or refuses those)."""
+    if not username:
+        return None
+    name = username.partition(":")[0]
+    if not name or name.isdigit() or "\0" in name:
+        return None
+    try:
+        pwd.getpwnam(name)
+        return None
+    except (KeyError, ValueError, UnicodeError):
+        pass
+    try:
+        return grp.getgrnam(name).gr_gid
+    except (KeyError, ValueError, UnicodeError):
+        return None
 
 
 def _others(store: StateStore, container_id: str) -> list[Record]:

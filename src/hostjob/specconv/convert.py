@@ -19,7 +19,14 @@ from __future__ import annotations
 from hostjob import log
 from hostjob.boot import paths
 from hostjob.errors import ConfigError, NotAJobContainer
-from hostjob.specconv import execution, isolation
+from hostjob.specconv import execution, isolation, trust
+from hostjob.specconv.annotations import (
+    ANNOTATION_INHERIT_USER,
+    ANNOTATION_MOUNT_MODE,
+    ANNOTATION_MOUNT_POINT,
+    HCS_ROOTFS_LOCATION,
+    inherit_user,
+)
 from hostjob.specconv.jobconfig import Hook, JobConfig, ProcessConfig, Rlimit, merge_resources
 from hostjob.specconv.pods import default_mount_mode, is_cri, is_job_container, pod_namespaces
 from hostjob.specconv.refused import refuse_linux_fields, refuse_process_fields
@@ -40,16 +47,11 @@ if TYPE_CHECKING:
 MOUNT_MODES = ("host", "bind")
 DEFAULT_BIND_MOUNT_POINT = "/hpc"
 
-ANNOTATION_MOUNT_MODE = "io.hostjob.mount-mode"
-ANNOTATION_MOUNT_POINT = "io.hostjob.rootfs-mount-point"
-ANNOTATION_INHERIT_USER = "io.hostjob.inherit-user"
-HCS_CONTAINER = "microsoft.com/hostprocess-container"
-HCS_ROOTFS_LOCATION = "microsoft.com/hostprocess-rootfs-location"
-HCS_INHERIT_USER = "microsoft.com/hostprocess-inherit-user"
-
 # Operator defaults per runtime name: a client that cannot send annotations (docker's
 # ``runtimeArgs``, a containerd ``BinaryName`` wrapper) gives them to hostjob as global
-# flags. Each stands for an annotation, which still wins where a config has it.
+# flags. Each stands for an annotation, which still wins where a config has it. (The
+# operator's switch for a pod's operator-only annotations, ``trust.ALLOW_FLAG``, comes
+# the same way, under its own name.)
 DEFAULT_FLAGS = {
     ANNOTATION_MOUNT_MODE: "--default-mount-mode",
     ANNOTATION_MOUNT_POINT: "--default-rootfs-mount-point",
@@ -114,7 +116,8 @@ def to_job_config(
     """The job container that ``spec`` (a decoded config.json of the bundle at
     ``bundle``, an absolute path) describes, for the container ``container_id``.
     ``defaults``: the operator's (``DEFAULT_FLAGS``), by the annotation each stands
-    for, taken where the config's annotations do not say."""
+    for, taken where the config's annotations do not say; and under ``trust.ALLOW_FLAG``
+    the operator-only choices a pod's container may make."""
     from hostjob.spec import runtime as wire
     from hostjob.spec.resources import check_unified
 
@@ -133,6 +136,9 @@ def to_job_config(
     if spec.process is None:
         raise ConfigError("process is required", "process")
     defaults = defaults or {}
+    cri = is_cri(annotations)
+    if cri:  # the pod's author chose these annotations: never what is the operator's
+        trust.refuse_operator_only(spec, annotations, defaults.get(trust.ALLOW_FLAG))
     mode_path = f"annotations.{ANNOTATION_MOUNT_MODE}"
     mount_mode = annotations.get(ANNOTATION_MOUNT_MODE)
     if not mount_mode and defaults.get(ANNOTATION_MOUNT_MODE):
@@ -160,11 +166,12 @@ def to_job_config(
         bpf.check(linux.seccomp)
     host = host or HostFacts()
     joined = None
-    if is_cri(annotations):  # any other client's namespaces are ignored
+    if cri:  # any other client's namespaces are ignored
         pairs = [(e.type or "", e.path) for e in linux.namespaces or []]
         joined = pod_namespaces(annotations, pairs, host.namespaces_on_host, host.namespace_ids)
-    inherit_user = _inherit_user(annotations, defaults.get(ANNOTATION_INHERIT_USER))
+    inherits = inherit_user(annotations, defaults.get(ANNOTATION_INHERIT_USER))
     found_volumes = volumes(spec.mounts or [], bundle)
+    process = process_config(spec.process, "process")
     return JobConfig(
         oci_version=spec.oci_version or wire.OCI_VERSION,
         bundle=bundle,
@@ -173,30 +180,19 @@ def to_job_config(
         mount_mode=mount_mode,
         mount_point=mount_point,
         volumes=found_volumes,
-        process=process_config(spec.process, "process"),
+        process=process,
         hooks=_hooks(spec.hooks),
         cgroups_path=linux.cgroups_path or "",
         resources=resources,
         annotations=annotations,
-        inherit_user=inherit_user,
+        inherit_user=inherits,
         pod_namespaces=joined or None,
         seccomp=linux.seccomp,
-        auto_user=isolation.auto_user(annotations, inherit_user) or None,
+        auto_user=isolation.auto_user(annotations, inherits) or None,
         secrets=isolation.secrets(annotations, found_volumes),
         loader=execution.loader(annotations, defaults, DEFAULT_FLAGS),
+        no_new_privileges=trust.confined(cri, mount_mode, process) or None,
     )
-
-
-def _inherit_user(annotations: dict[str, str], default: str | None) -> bool:
-    own = annotations.get(ANNOTATION_INHERIT_USER)
-    hcs = annotations.get(HCS_INHERIT_USER)
-    if own is None and hcs is None:
-        return _truthy(default)
-    return _truthy(own) or _truthy(hcs)
-
-
-def _truthy(value: str | None) -> bool:
-    return value is not None and value.lower() in ("true", "1", "yes")
 
 
 def _refuse_unsupported(spec: wire.Spec) -> None:

@@ -224,6 +224,7 @@ class JobConfig(Model):
         "loader",
         "mount_mode",
         "mount_point",
+        "no_new_privileges",
         "oci_version",
         "pod_namespaces",
         "process",
@@ -259,6 +260,10 @@ class JobConfig(Model):
     # Whose loader and libraries the image's program uses: "image" or "host"
     # (io.hostjob.loader; None in records made before it: "image").
     loader: str | None
+    # Every process of the job (its init and each exec, whatever its own process says)
+    # runs with no_new_privs: a pod's container in bind mode that does not run as root
+    # (hostjob.specconv.trust.keeps_privileges).
+    no_new_privileges: bool | None
     FIELDS = (
         ("ociVersion", "oci_version", string),
         ("bundle", "bundle", string),
@@ -279,6 +284,7 @@ class JobConfig(Model):
         ("autoUser", "auto_user", boolean),
         ("secrets", "secrets", list_of(string_list)),
         ("loader", "loader", string),
+        ("noNewPrivileges", "no_new_privileges", boolean),
     )
 
     def __init__(self, **values: Any) -> None:
@@ -328,6 +334,7 @@ class DaemonConfig(Model):
 
     __slots__ = (
         "command",
+        "env",
         "log_dir",
         "log_max_files",
         "log_max_size",
@@ -346,6 +353,10 @@ class DaemonConfig(Model):
     stop_timeout: int  # seconds between the stop signal and SIGKILL
     remove: bool  # --rm: deleted once it has stopped for good
     command: list[str]  # hostjob run's words for the same container, in the foreground
+    # The environment its command line gave (``-e``, ``--env-file``: entries as run -d
+    # read them), kept out of ``command``: ``generate systemd`` writes them into a
+    # root-only file the unit reads, never into the unit. None in older records.
+    env: list[str] | None
     FIELDS = (
         ("logDir", "log_dir", string),
         ("logMaxSize", "log_max_size", integer),
@@ -356,6 +367,7 @@ class DaemonConfig(Model):
         ("stopTimeout", "stop_timeout", integer),
         ("remove", "remove", boolean),
         ("command", "command", string_list),
+        ("env", "env", string_list),
     )
 
     def restart_text(self) -> str:

@@ -15,6 +15,14 @@ the end of the timeout);
 deletes a container of the same name first: the unit replaces the detached one it
 was generated from.
 
+The environment the command line gave (``-e``, ``--env-file``) is never in the unit:
+a unit file is world-readable, ``systemctl show`` prints its command lines, and the
+``hostjob run`` it starts lives as long as the job, its arguments in
+``/proc/PID/cmdline`` for every user. ``generate`` writes those entries, as the
+container's record keeps them, to ``<store>/units/<name>.env`` (root's, 0600), and the
+unit's ``hostjob run`` reads them from there (``--env-file``). Credentials are never
+written anywhere.
+
 ``notify`` sends a datagram to ``$NOTIFY_SOCKET`` (``READY=1`` once the program
 runs) through ``_socket``, the C module under ``socket`` (whose import is ~10x
 dearer).
@@ -22,6 +30,7 @@ dearer).
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from hostjob.errors import ContainerNotFound, InvalidArgument, InvalidState
@@ -69,7 +78,9 @@ def command_line(words: list[str]) -> str:
 
 
 def unit_for(container: Container, hostjob: list[str]) -> str:
-    """``generate systemd``: the unit of a ``run -d IMAGE`` container."""
+    """``generate systemd``: the unit of a ``run -d IMAGE`` container. The environment
+    its command line gave goes into a root-only file the unit names (``env_file``),
+    written now; never into the unit."""
     record = container.record
     if record is None:
         raise ContainerNotFound(container.id)
@@ -78,15 +89,63 @@ def unit_for(container: Container, hostjob: list[str]) -> str:
         raise InvalidState(
             f"container {container.id} was not made by `hostjob run -d IMAGE`: no command to run"
         )
+    if daemon.env is None and any(w in ENV_WORDS for w in daemon.command):
+        raise InvalidState(
+            f"container {container.id} was made by an older hostjob, which keeps its -e"
+            " values in the command a unit would show: run it again with run -d"
+        )
     image = record.config.image or "an image"
-    return unit_file(container.id, image, daemon, hostjob, container.store.root)
+    env_path = env_file(container.id, daemon)
+    return unit_file(container.id, image, daemon, hostjob, container.store.root, env_path)
 
 
-def unit_file(name: str, image: str, daemon: DaemonConfig, hostjob: list[str], root: str) -> str:
+# How a command of an older record may name environment values.
+ENV_WORDS = ("-e", "--env", "--env-file")
+
+
+def env_file(name: str, daemon: DaemonConfig) -> str | None:
+    """Write the container's environment entries to ``<store>/units/<name>.env`` (the
+    store is root's, 0700; the directory 0700, the file 0600, written whole), where only
+    root reads them, and return its path; None (and any earlier such file removed) when
+    it has none. A value the file cannot hold exactly (a line break, blanks around it
+    that its reader strips) is refused with one line."""
+    from hostjob.linux import fsutil
+
+    # The log directory is <store>/logs/<id> (hostjob.images.run_image).
+    folder = os.path.join(os.path.dirname(os.path.dirname(daemon.log_dir)), "units")
+    path = os.path.join(folder, f"{name}.env")
+    if not daemon.env:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        return None
+    for entry in daemon.env:
+        if any(c in entry for c in "\n\r\0") or entry != entry.strip() or entry.startswith("#"):
+            key = entry.partition("=")[0]
+            raise InvalidArgument(
+                f"-e {key}: its value cannot be kept exactly in the unit's environment file"
+                " (a line break, or blanks at its ends)"
+            )
+    fsutil.ensure_dir(folder, 0o700)
+    fsutil.write_atomic(path, "".join(f"{e}\n" for e in daemon.env).encode(), mode=0o600)
+    return path
+
+
+def unit_file(
+    name: str,
+    image: str,
+    daemon: DaemonConfig,
+    hostjob: list[str],
+    root: str,
+    env_path: str | None = None,
+) -> str:
     """The service unit for container ``name`` (see the module docstring).
 
-    ``hostjob`` is how to run hostjob (an absolute path); ``root`` the state root."""
+    ``hostjob`` is how to run hostjob (an absolute path); ``root`` the state root;
+    ``env_path`` the container's environment file (``env_file``)."""
     base = [*hostjob, "--root", root]
+    run = ["run", "--rm", "--name", name, *(["--env-file", env_path] if env_path else [])]
     timeout = daemon.stop_timeout
     signum = daemon.stop_signal
     signal = str(signum)
@@ -110,7 +169,7 @@ def unit_file(name: str, image: str, daemon: DaemonConfig, hostjob: list[str], r
         "Type=notify",
         "NotifyAccess=main",
         f"ExecStartPre={command_line([*base, 'delete', '--force', name])}",
-        f"ExecStart={command_line([*base, 'run', '--rm', '--name', name, *daemon.command])}",
+        f"ExecStart={command_line([*base, *run, *daemon.command])}",
         # The signal given: the unit's container runs in the foreground, whose record
         # keeps no stop signal of its own (the image's, or run -d's --stop-signal).
         f"ExecStop={command_line([*base, 'stop', '-t', str(timeout), '-s', signal, name])}",

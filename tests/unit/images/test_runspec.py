@@ -8,13 +8,13 @@ from hostjob.errors import ConfigError, InvalidArgument
 from hostjob.images.imagespec import ContainerConfig
 from hostjob.images.runspec import RunFlags, build_spec
 from hostjob.spec import runtime as wire
-from hostjob.specconv.convert import (
+from hostjob.specconv.annotations import (
     ANNOTATION_INHERIT_USER,
     ANNOTATION_MOUNT_MODE,
     ANNOTATION_MOUNT_POINT,
     HCS_INHERIT_USER,
-    to_job_config,
 )
+from hostjob.specconv.convert import to_job_config
 
 HOSTILE_LABELS = {
     ANNOTATION_INHERIT_USER: "true",

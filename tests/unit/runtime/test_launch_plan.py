@@ -221,11 +221,12 @@ def test_a_user_name_is_resolved_through_the_hosts_passwd() -> None:
     assert (numeric.uid, numeric.gid) == (4242, 77)
 
 
-def test_a_group_name_gets_an_unprivileged_uid_in_that_group() -> None:
+def test_a_group_name_is_never_resolved_to_a_shared_uid() -> None:
+    """``create`` gives a container whose user names a group a uid of its own
+    (``tests/unit/runtime/test_users.py``); any other process naming one is refused."""
     group = next(g for g in grp.getgrall() if not _is_user(g.gr_name))  # e.g. "adm"
-    creds = resolve.resolve_user(process(username=group.gr_name), inherit=False)
-    assert (creds.uid, creds.gid) == (resolve.overflow_uid(), group.gr_gid)
-    assert creds.name is None and creds.home == "/"
+    with pytest.raises(ConfigError, match="is a group: only a container's own user"):
+        resolve.resolve_user(process(username=group.gr_name), inherit=False)
 
 
 def _is_user(name: str) -> bool:

@@ -128,3 +128,58 @@ def test_sharing_names_the_running_containers_of_that_uid(store: StateStore) -> 
     add(store, "self", None, pid=me)
     assert users.sharing(store, "self", os.getuid()) == ["alive"]
     assert users.sharing(store, "self", os.getuid() + 1) == []
+
+
+def _group_only() -> str:
+    """A host group whose name is no user's (Debian's ``adm``, ``staff``...)."""
+    import grp
+
+    users_ = {entry.pw_name for entry in pwd.getpwall()}
+    return next(g.gr_name for g in grp.getgrall() if g.gr_name not in users_)
+
+
+def test_a_group_name_gets_a_uid_of_its_own_in_that_group(store: StateStore) -> None:
+    """hcsshim's per-container account: each container whose user names a group gets a
+    uid and gid of its own (held by its record), the group as its supplementary group;
+    never the one uid every job of the group would share."""
+    import grp
+
+    name = _group_only()
+    gid = grp.getgrnam(name).gr_gid
+    records = []
+    for container_id in ("g1", "g2"):
+        job = to_job_config(wire.Spec.decode(base_config()), "/srv/b", container_id)
+        job.process.uid = job.process.gid = None
+        job.process.username = name
+        assert users.wants_own_uid(job) and job.auto_user
+        store.create(container_id).release()
+        record = Record(
+            id=container_id, pid=0, start_time=0, phase=PHASE_CREATED,
+            created="2026-12-02T00:00:00Z", owner="", config=job, undo=[],
+        )  # fmt: skip
+        users.assign(store, record, (FREE, FREE + 1))
+        records.append(record)
+    first, second = (r.config.process for r in records)
+    assert {first.uid, second.uid} == {FREE, FREE + 1}
+    for process in (first, second):
+        assert process.gid == process.uid and process.additional_gids == [gid]
+        assert process.username is None
+    # The record holds it: the range is full now.
+    with pytest.raises(HostjobError, match="no free uid"):
+        users.allocate(store, "g3", (FREE, FREE + 1))
+
+
+def test_a_user_a_number_or_an_unknown_name_is_no_group_member() -> None:
+    root = pwd.getpwuid(0).pw_name
+    for username in (root, f"{root}:{_group_only()}", "4242", "4242:7", "no-such-name-x", ""):
+        job = to_job_config(wire.Spec.decode(base_config()), "/srv/b", "c")
+        job.process.uid = job.process.gid = None
+        job.process.username = username or None
+        assert not users.wants_own_uid(job) and not job.auto_user
+    # Nor a job that inherits its launcher, or that gives a uid besides the name.
+    job = to_job_config(wire.Spec.decode(base_config()), "/srv/b", "c")
+    job.process.username = _group_only()
+    assert not users.wants_own_uid(job)  # uid 0 given
+    job.process.uid = None
+    job.inherit_user = True
+    assert not users.wants_own_uid(job)

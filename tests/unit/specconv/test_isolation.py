@@ -13,7 +13,8 @@ from hostjob.errors import ConfigError, HostjobError
 from hostjob.images.imagespec import ContainerConfig
 from hostjob.images.runspec import RunFlags, build_spec
 from hostjob.spec import runtime as wire
-from hostjob.specconv.convert import ANNOTATION_INHERIT_USER, HCS_INHERIT_USER, to_job_config
+from hostjob.specconv.annotations import ANNOTATION_INHERIT_USER, HCS_INHERIT_USER
+from hostjob.specconv.convert import to_job_config
 from hostjob.specconv.isolation import ANNOTATION_SECRETS, ANNOTATION_USER
 from hostjob.specconv.jobconfig import JobConfig
 from tests.helpers import base_config

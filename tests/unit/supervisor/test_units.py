@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 from pathlib import Path
 
 import pytest
 
 from hostjob.errors import InvalidArgument
 from hostjob.specconv.jobconfig import DaemonConfig
-from hostjob.supervisor.units import notify, quote, unit_file
+from hostjob.supervisor.units import env_file, notify, quote, unit_file
 
 
 def test_quote() -> None:
@@ -81,3 +82,39 @@ def test_notify_sends_a_datagram(tmp_path: Path) -> None:
     finally:
         server.close()
         os.unlink(path)
+
+
+def test_the_environment_goes_into_a_root_only_file_never_the_unit(tmp_path: Path) -> None:
+    """A unit file is world-readable and its command lines are shown by ``systemctl
+    show`` and ``/proc/PID/cmdline``: the values of ``-e`` and ``--env-file`` live in a
+    0600 file under the store, which the unit names."""
+    store = tmp_path / "store"
+    store.mkdir(mode=0o700)
+    env = ["API_TOKEN=hunter2 with blanks inside", "FROM_FILE=x=y"]
+    daemon = DaemonConfig(
+        restart="no", stop_signal=15, stop_timeout=7, log_dir=str(store / "logs" / "ne1"),
+        command=["--store", str(store), "-q", "localhost/ne:v1"], env=env,
+    )  # fmt: skip
+    path = env_file("ne1", daemon)
+    assert path == str(store / "units" / "ne1.env")
+    assert Path(path).read_text() == "API_TOKEN=hunter2 with blanks inside\nFROM_FILE=x=y\n"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(store / "units").st_mode) == 0o700
+    text = unit_file("ne1", "localhost/ne:v1", daemon, ["/usr/bin/hostjob"], "/run/hostjob", path)
+    assert "hunter2" not in text
+    assert directives(text)["ExecStart"] == (
+        f"/usr/bin/hostjob --root /run/hostjob run --rm --name ne1 --env-file {path}"
+        f" --store {store} -q localhost/ne:v1"
+    )
+    # No environment: no file (an earlier one removed), no flag.
+    daemon.env = []
+    assert env_file("ne1", daemon) is None and not Path(path).exists()
+    assert "--env-file" not in unit_file("ne1", "i", daemon, ["/h"], "/run/hostjob")
+
+
+@pytest.mark.parametrize("entry", ["K=two\nlines", "K=trailing ", " K=leading", "#K=v"])
+def test_a_value_the_file_cannot_hold_exactly_is_refused(tmp_path: Path, entry: str) -> None:
+    daemon = DaemonConfig(log_dir=str(tmp_path / "logs" / "c"), command=["x"], env=[entry])
+    with pytest.raises(InvalidArgument, match="cannot be kept exactly"):
+        env_file("c", daemon)
+    assert not (tmp_path / "units" / "c.env").exists()

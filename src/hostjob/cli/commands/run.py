@@ -96,8 +96,11 @@ IMAGE_OPTIONS = (
     Option("stop-timeout", INT, "with -d: seconds `stop` waits before SIGKILL (default 10)"),
 )
 # Left out of the command line ``generate systemd`` writes (it adds --rm and --name
-# itself; the unit is the watcher; credentials never go into a unit file).
-_NOT_IN_UNIT = ("name", "rm", "quiet", "store", "creds", "interactive", *DAEMON_ONLY)
+# itself; the unit is the watcher; credentials never go into a unit file, nor do the
+# environment's values: they are kept apart, ``DaemonConfig.env``).
+_NOT_IN_UNIT = (
+    "name", "rm", "quiet", "store", "creds", "interactive", "env", "env_file", *DAEMON_ONLY,
+)  # fmt: skip
 COMMAND = Command(
     "run",
     "Run a container: `run [--bundle DIR] ID` (a bundle, as runc does) or"
@@ -183,9 +186,9 @@ def _foreground_command(args: Args, store: str, image: str) -> list[str]:
 
 
 def _absolute(dest: str, value: str) -> str:
-    """An ``--env-file``, ``--authfile``, ``--signature-policy``, ``--registries.d``, or
-    a ``--volume`` or ``--secret`` source as an absolute path (a unit runs in /)."""
-    if dest in ("env_file", "authfile", "signature_policy", "registries_d"):
+    """An ``--authfile``, ``--signature-policy``, ``--registries.d``, or a ``--volume``
+    or ``--secret`` source as an absolute path (a unit runs in /)."""
+    if dest in ("authfile", "signature_policy", "registries_d"):
         return paths.abspath(value)
     if dest in ("volume", "secret") and ":" in value:
         source, rest = value.split(":", 1)
@@ -250,7 +253,10 @@ def _run_image(args: Args, ctx: Context) -> int:
     finally:
         progress.close(render)
     if daemon is not None:
+        from hostjob.images.runspec import flag_env
+
         daemon.command = _foreground_command(args, store.root, image.name or args.target)
+        daemon.env = flag_env(flags)
     container_id, code = run_image(
         store,
         image,

@@ -125,14 +125,6 @@ def substitute(text: str, mount_point: str) -> str:
     return "".join(out)
 
 
-def overflow_uid() -> int:
-    try:
-        with open("/proc/sys/kernel/overflowuid") as f:
-            return int(f.read())
-    except OSError:
-        return 65534
-
-
 def resolve_user(proc: ProcessConfig, inherit: bool) -> Credentials:
     if inherit:
         uid = posix.getuid()
@@ -190,15 +182,19 @@ def _from_username(name: str, gid: int | None, extra: list[int]) -> Credentials:
         return Credentials(
             entry.pw_uid, primary, groups, entry.pw_dir, entry.pw_name, entry.pw_shell
         )
-    # A group name: an unprivileged identity in that group, no account created.
+    # A group's name is a container's own user only: create gives it a uid of its own
+    # in that group (hostjob.runtime.users.wants_own_uid); never one shared uid.
     try:
-        group_entry = grp.getgrnam(user)
+        grp.getgrnam(user)
     except KeyError as err:
         raise ConfigError(
             f"user {user!r} is neither a user nor a group on this host", "process.user.username"
         ) from err
-    uid = overflow_uid()
-    return Credentials(uid, group_entry.gr_gid, [group_entry.gr_gid, *extra], "/", None, None)
+    raise ConfigError(
+        f"{user!r} is a group: only a container's own user may name one (create gives it a"
+        " uid of its own in that group); run this process as a user",
+        "process.user.username",
+    )
 
 
 def build_env(
@@ -309,7 +305,7 @@ def plan(job: JobConfig, proc: ProcessConfig, compiled: Filter | None = None) ->
     result.rlimits = [
         (rlimit_number(r.type), rlimit_value(r.soft), rlimit_value(r.hard)) for r in proc.rlimits
     ]
-    result.no_new_privileges = proc.no_new_privileges
+    result.no_new_privileges = proc.no_new_privileges or bool(job.no_new_privileges)
     if proc.capabilities is not None and not job.inherit_user:
         sets = proc.capabilities
         result.capabilities = (

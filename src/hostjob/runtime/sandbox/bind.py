@@ -1,11 +1,12 @@
-"""Bind mode, the host's side: the mount targets made on the host before the fork.
+"""Bind mode, the host's side: what is checked and made on the host before the fork.
 
 A bind-mode container's init gets a private mount namespace
 (``hostjob.runtime.sandbox.namespace``) in which the rootfs is bound at the mount
 point, each volume at its real destination and each tmpfs volume mounted at its. The
-host's mount table gains nothing; only a missing mount point or volume destination is
-created on the host (empty, recorded first and removed at delete, shared with other
-containers that need it).
+host's mount table gains nothing, and its tree gains only a missing mount point (the
+operator's: ``/hpc``, a ``--default-rootfs-mount-point``; empty, recorded first and
+removed at delete, shared with other containers that need it). A volume's destination
+the host lacks is made in the job's namespace alone (``hostjob.runtime.sandbox.cover``).
 """
 
 from __future__ import annotations
@@ -31,48 +32,42 @@ if TYPE_CHECKING:
 
 
 def prepare_bind(job: JobConfig, record: Recorder, adopt: Callable[[list[str]], None]) -> None:
-    """Before the fork: make sure every bind-mode mount target exists on the host.
+    """Before the fork: make sure the mount point exists on the host, and that every
+    volume can be mounted.
 
-    A missing target is made empty where that is harmless (a file or directory under
-    ``/run``, say), recorded for delete. Never under ``/dev``: such a target is made in
-    the job's private ``/dev`` instead (``enter_bind_namespace``); nor under ``/proc``
-    or ``/sys``, where a missing target is refused (a directory made there could be a
-    new cgroup). The caller holds the state root's lock for shared paths.
+    A missing mount point is made empty, recorded for delete. A volume's source must
+    exist; a missing destination under ``/proc`` or ``/sys`` is refused (a directory
+    made there could be a new cgroup), any other is made in the job's namespace by its
+    init. The caller holds the state root's lock for shared paths.
 
     ``adopt`` is told, first, about every target (canonical): whatever another
-    container created at or above one of them must be removed by whichever of them is
-    deleted last. The rootfs, a directory, the caller has checked."""
+    container created at or above one of them (the mount point, or what an earlier
+    hostjob made for a volume) must be removed by whichever of them is deleted last.
+    The rootfs, a directory, the caller has checked."""
     targets = [
         (asked, canonical(asked, f"mount target {asked}"), source)
         for asked, source in _bind_targets(job)
     ]
     adopt([target for _asked, target, _source in targets])
-    for asked, target, source in targets:
-        what = f"mount target {asked}"
+    for asked, target, _source in targets[1:]:
         tree = system_tree(target)
-        if tree == "/dev":
-            continue
-        if tree is not None:
-            if not paths.lexists(target):
-                raise MountError(
-                    f"volume {asked}: {target} does not exist, and hostjob makes nothing"
-                    f" under {tree} (only a path that exists there can be a mount target)"
-                )
-            continue
-        parent_fd, name = make_parent(target, what, record)
+        if tree in ("/proc", "/sys") and not paths.lexists(target):
+            raise MountError(
+                f"volume {asked}: {target} does not exist, and hostjob makes nothing"
+                f" under {tree} (only a path that exists there can be a mount target)"
+            )
+    asked, target, _source = targets[0]
+    parent_fd, name = make_parent(target, f"mount target {asked}", record)
+    try:
         try:
-            try:
-                posix.stat(name, dir_fd=parent_fd, follow_symlinks=False)
-                continue
-            except FileNotFoundError:
-                pass
-            record([REMOVE, target])
-            if source is None:  # a tmpfs's
-                posix.mkdir(name, 0o755, dir_fd=parent_fd)
-            else:
-                make_like(source, name, parent_fd)
-        finally:
-            posix.close(parent_fd)
+            posix.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+            return
+        except FileNotFoundError:
+            pass
+        record([REMOVE, target])
+        make_like(job.rootfs, name, parent_fd)
+    finally:
+        posix.close(parent_fd)
 
 
 def _bind_targets(job: JobConfig) -> list[tuple[str, str | None]]:

@@ -3,9 +3,10 @@
 The init (in the child, as root, before it drops privileges) unshares its mount
 namespace, makes ``/`` ``rslave`` (host mounts still arrive), binds the rootfs at the
 mount point and each volume at its real destination (a tmpfs volume is a new tmpfs
-there), each reached from ``/`` without following a symlink; a volume under ``/dev``
-whose target the host lacks gets the job a private ``/dev``. Every exec joins that
-namespace (``hostjob.runtime.sandbox.join``).
+there), each reached from ``/`` without following a symlink. A target the host lacks is
+made in the namespace alone: under ``/dev`` in a private ``/dev``, elsewhere on a
+private copy of the directory that would hold it (``hostjob.runtime.sandbox.cover``).
+Every exec joins that namespace (``hostjob.runtime.sandbox.join``).
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import posix
 from hostjob.boot import paths
 from hostjob.errors import MountError
 from hostjob.linux import fsutil
+from hostjob.runtime.sandbox.cover import Covers
 from hostjob.runtime.sandbox.steps import (
     canonical,
+    exact_mode,
     kept_flags,
     make_like,
     mount_tmpfs,
@@ -78,6 +81,9 @@ def enter_bind_namespace(job: JobConfig) -> Callable[[], None]:
     * A volume under ``/dev`` whose target the host lacks (the kubelet's
       ``/dev/termination-log``) gets the job a private ``/dev`` (``_private_dev``) in
       which its target is made: nothing is ever written to the host's ``/dev``.
+    * Any other target the host lacks is made on a private tmpfs over the directory
+      that would hold it, which keeps every entry of that directory bound
+      (``cover.Covers``): nothing a config names is made on the host's tree.
     """
     from hostjob.specconv.jobconfig import SHARED
 
@@ -117,8 +123,12 @@ def enter_bind_namespace(job: JobConfig) -> Callable[[], None]:
                 ) from err
             if private_dev:
                 _private_dev()
+            covers = Covers()  # the targets the host lacks, made in the namespace only
             for i, t in enumerate(targets):
+                if not t.in_private_dev:
+                    covers.ensure(t.target, t.asked, None if t.tmpfs is not None else t.source)
                 _mount_target(t, clones.get(i))
+            covers.finish()
         finally:
             for fd in clones.values():
                 posix.close(fd)
@@ -277,7 +287,7 @@ def _make_dev_target(t: _Target) -> int:
     try:
         root = fsutil.open_anchor("/")
         try:
-            parent = fsutil.make_dirs(root, names[:-1], 0o755)
+            parent = fsutil.make_dirs(root, names[:-1], 0o755, after=exact_mode)
         finally:
             posix.close(root)
     except OSError as err:

@@ -11,6 +11,8 @@ crash).
 
 from __future__ import annotations
 
+import posix
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Protocol
@@ -32,3 +34,21 @@ class RootfsProvider:
     def prepare(self, container_id: str, job: JobConfig, record: Recorder) -> None:
         """Make ``job.rootfs``, recording each change with ``record`` first."""
         raise NotImplementedError(f"{type(self).__name__} does not make a rootfs")
+
+
+def keep_to_the_job(rootfs: str, gid: int) -> None:
+    """After ``prepare``: the provided rootfs reachable by the job's identity and root
+    alone, whatever the mount mode and the mount point. Its root directory becomes
+    root's, of the job's group ``gid``, 0750 (an overlay keeps that in its writable
+    layer), set explicitly, never from the umask: the job reads its image, and no other
+    user reaches the image, or writes into the writable layer through an image's 1777
+    directory, where the rootfs is mounted (``<root>/<id>/rootfs``) or bound
+    (``--mount-point``). A root job's is 0750 root:root: its programs that switch to
+    another user reach it through the job's group (``--user 0:GROUP``)."""
+    flags = posix.O_RDONLY | posix.O_DIRECTORY | posix.O_NOFOLLOW | posix.O_CLOEXEC
+    fd = posix.open(rootfs, flags)
+    try:
+        posix.fchown(fd, 0, gid)
+        posix.fchmod(fd, 0o750)
+    finally:
+        posix.close(fd)

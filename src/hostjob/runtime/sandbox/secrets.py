@@ -23,6 +23,7 @@ import stat
 from hostjob.boot import paths
 from hostjob.errors import ConfigError, MountError
 from hostjob.linux import fsutil
+from hostjob.runtime.sandbox.steps import exact_mode
 from hostjob.runtime.sandbox.undo import REMOVE
 
 TYPE_CHECKING = False
@@ -83,7 +84,8 @@ def _write(
         record([REMOVE, paths.join(base, *parents[: i + 1])])
 
     try:
-        parent = fsutil.make_dirs(anchor, parents, 0o755, before=made)
+        # 0755 whatever the umask: a non-root job walks to its secret through them.
+        parent = fsutil.make_dirs(anchor, parents, 0o755, before=made, after=exact_mode)
     except OSError as err:
         raise _refusal(where, err) from err
     try:

@@ -94,11 +94,17 @@ def make_parent(path: str, what: str, record: Recorder) -> tuple[int, str]:
 
     root = fsutil.open_anchor("/")
     try:
-        return fsutil.make_dirs(root, parents, 0o755, before=made), names[-1]
+        return fsutil.make_dirs(root, parents, 0o755, before=made, after=exact_mode), names[-1]
     except OSError as err:
         raise walk_error(what, paths.dirname(path), err) from err
     finally:
         posix.close(root)
+
+
+def exact_mode(fd: int) -> None:
+    """A directory hostjob made for a mount target: 0755 whatever the umask (every user
+    walks through it, none but root writes it)."""
+    posix.fchmod(fd, 0o755)
 
 
 def open_dir(parent_fd: int, name: str, what: str) -> int:
@@ -125,13 +131,21 @@ def walk_error(what: str, path: str, err: OSError) -> MountError:
 
 
 def make_like(source: str, name: str, dir_fd: int) -> None:
-    """A mount target like its source at ``name`` in ``dir_fd``: a directory, else an empty
-    file; never through what lies there (O_EXCL: FileExistsError)."""
+    """A mount target like its source at ``name`` in ``dir_fd``: a directory (0755), else
+    an empty file (0644), those modes whatever the umask; never through what lies there
+    (O_EXCL: FileExistsError)."""
     if paths.isdir(source):
         posix.mkdir(name, 0o755, dir_fd=dir_fd)
+        fd = posix.open(name, fsutil.DIR_FLAGS, dir_fd=dir_fd)
+        mode = 0o755
     else:
         flags = posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL | posix.O_NOFOLLOW | posix.O_CLOEXEC
-        posix.close(posix.open(name, flags, 0o644, dir_fd=dir_fd))
+        fd = posix.open(name, flags, 0o644, dir_fd=dir_fd)
+        mode = 0o644
+    try:
+        posix.fchmod(fd, mode)
+    finally:
+        posix.close(fd)
 
 
 def open_target(target: str, asked: str, source: str) -> int:

@@ -51,8 +51,8 @@ class CreateOptions:
     ``rootfs`` makes a rootfs the runtime does not own before anything is mounted
     (``hostjob run IMAGE``'s overlay; see ``hostjob.runtime.sandbox.provider``):
     the runtime records its undo entries and knows nothing else of it. Such a rootfs
-    lives in the container's state directory, which is then opened (0711) to a
-    non-root job user so that its processes can reach it."""
+    lives in the container's state directory, which is then opened (0710, the job's group)
+    to a non-root job so that its processes can reach it, and to no other user."""
 
     __slots__ = (
         "auto_user_range",
@@ -134,10 +134,11 @@ def create(
     if job.process.terminal and options.console_socket is None:
         raise HostjobError("cannot allocate a tty without --console-socket")
     span = None
-    if job.auto_user:
+    if job.auto_user or (job.process.username and job.process.uid is None):
         from hostjob.runtime import users
 
-        span = users.configured_range(options.auto_user_range)  # a bad range: nothing made
+        if users.wants_own_uid(job):  # --user auto, or a group's name
+            span = users.configured_range(options.auto_user_range)  # a bad range: nothing made
     store = container.store
     lock = store.create(container.id)  # first: a taken ID is "already exists"
     try:
@@ -315,8 +316,6 @@ def _child_setup(
         from hostjob.seccomp import bpf
 
         bpf.save(plan.seccomp, store.path(container.id, SECCOMP_NAME))
-    if options.rootfs is not None and plan.user.uid != 0:
-        store.open_for_user(container.id)
     setup = ChildSetup(plan, cgroups.Entry([], None) if scope else manager.entry())
     setup.fifo = fifo
     setup.release_by_pipe = release_by_pipe
@@ -396,13 +395,18 @@ def _prepare_rootfs(
         from hostjob.boot import jsonio
         from hostjob.linux import fsutil
 
-        # 0600: the directory may be opened to the job's user (open_for_user), and
+        # 0600: the directory may be opened to the job's group (open_for_user), and
         # the config holds the --env values.
         path = paths.join(container.store.dir(container.id), "config.json")
         data = jsonio.dumps(options.bundle_config, 2) + "\n"
         fsutil.write_atomic(path, data.encode(), mode=0o600)
     if options.rootfs is not None:
         options.rootfs.prepare(container.id, job, container.record_change)
+        from hostjob.runtime.sandbox.provider import keep_to_the_job
+
+        keep_to_the_job(job.rootfs, user.gid)  # it lies in the container's directory:
+        if user.uid != 0:  # a non-root job passes that by its group
+            container.store.open_for_user(container.id, user.gid)
     if not paths.isdir(job.rootfs):
         raise MountError(f"rootfs {job.rootfs} is not a directory")
     if job.secrets:
