@@ -21,7 +21,9 @@ import time
 
 from hostjob.boot import paths
 from hostjob.errors import StartError
+from hostjob.runtime.launch import identity
 from hostjob.runtime.launch import plan as launch_plan
+from hostjob.runtime.launch.identity import reason as _reason
 from hostjob.runtime.proc import close_fds_except, env_dict
 
 TYPE_CHECKING = False
@@ -108,6 +110,8 @@ def child_main(
     _keep_fds(setup, report_fd, release_fd, placed_fd)
     _start_session(setup)
     _set_limits(plan)
+    if setup.enter_namespace is not None:
+        _load_before_entry(setup)
     if setup.join_pod is not None:
         setup.join_pod()
     if setup.enter_namespace is not None:
@@ -119,6 +123,35 @@ def child_main(
     program, env = _program_and_env(setup)
     posix.write(report_fd, READY)
     _exec_once_started(setup, program, env, fifo_fd, release_fd)
+
+
+# What the steps after a mount namespace's entry may import, the standard library's
+# and hostjob's: in a bind-mode job a volume may cover the directory either is
+# installed in (a pod's volume at /opt or /usr/local), and nothing found through the
+# file system after the entry may be the runtime's own.
+_AFTER_ENTRY = (
+    "select",  # waiting for the start
+    "fcntl",
+    "hostjob.linux.signals",
+    "hostjob.linux.fsutil",  # making the working directory
+    "hostjob.linux.mountinfo",  # bind mode's private /dev
+    "hostjob.linux.syscalls",
+    "hostjob.specconv.jobconfig",
+)
+
+
+def _load_before_entry(setup: ChildSetup) -> None:
+    """Import what the rest of the set-up may need, and bind libc, while the runtime's
+    files are still the host's (``_AFTER_ENTRY``)."""
+    for name in _AFTER_ENTRY:
+        __import__(name)
+    from hostjob.linux import syscalls
+
+    syscalls.binding()  # _ctypes and libc, bound on first use
+    if setup.start_hooks:
+        from hostjob.runtime.launch import hooks  # noqa: F401
+    if setup.plan.seccomp is not None:
+        from hostjob.seccomp import bpf  # noqa: F401
 
 
 def _keep_fds(setup: ChildSetup, report_fd: int, release_fd: int, placed_fd: int) -> None:
@@ -192,7 +225,7 @@ def _become_user(plan: LaunchPlan) -> None:
         # Without no_new_privs the kernel asks for CAP_SYS_ADMIN: before the switch
         # drops it (runc's order).
         _load_seccomp(plan)
-    _switch_identity(plan)
+    identity.switch(plan)
     if not entered:
         _enter_cwd(plan.cwd, as_root=False)
     if plan.umask is not None:
@@ -363,10 +396,6 @@ def _write_setting(path: str, value: str, setting: str) -> None:
         raise StartError(f"cannot write {path} ({setting}): {_reason(err)}") from err
 
 
-def _reason(err: OSError) -> str:
-    return err.strerror or str(err)
-
-
 def _limit(value: int) -> str:
     return "unlimited" if value == resource.RLIM_INFINITY else str(value)
 
@@ -411,67 +440,6 @@ def _make_cwd(path: str, uid: int, gid: int, mount_point: str) -> None:
                 " replaced by a symlink or a file (never followed)"
             ) from err
         raise StartError(f"cannot create the working directory {path}: {_reason(err)}") from err
-
-
-def _switch_identity(plan: LaunchPlan) -> None:
-    user = plan.user
-    wanted = plan.capabilities
-    if wanted is None:
-        current = (posix.getuid(), posix.getgid(), sorted(posix.getgroups()))
-        if (user.uid, user.gid, sorted(user.groups)) != current:
-            _set_user(user.uid, user.gid, user.groups)
-        return  # no capability sets asked: keep what the user switch leaves
-    from hostjob.linux import syscalls
-
-    # runc's order: bounding set, keep caps across setuid, switch, then the sets.
-    bounding = wanted[0]
-    try:
-        syscalls.drop_bounding(c for c in range(_last_cap() + 1) if not bounding & (1 << c))
-    except OSError as err:
-        what = f"cannot drop {err.filename} from the bounding set"
-        raise StartError(f"{what}: {_reason(err)}") from err
-    cap = 0
-    try:
-        step = "keep capabilities across the user switch (prctl PR_SET_KEEPCAPS)"
-        syscalls.set_keepcaps(True)
-        _set_user(user.uid, user.gid, user.groups)
-        step = "clear PR_SET_KEEPCAPS"
-        syscalls.set_keepcaps(False)
-        _bounding, effective, permitted, inheritable, ambient = wanted
-        step = (
-            f"set capabilities (capset: effective {effective:#x}, permitted {permitted:#x},"
-            f" inheritable {inheritable:#x})"
-        )
-        syscalls.capset(effective, permitted, inheritable)
-        # The kernel raises an ambient capability only if it is permitted and inheritable.
-        # runc and crun skip the others (`runc spec` itself asks for ambient capabilities
-        # without inheritable ones), so a config they run runs here too.
-        ambient &= permitted & inheritable
-        step = "raise ambient capability {}"
-        for cap in range(_last_cap() + 1):
-            if ambient & (1 << cap):
-                syscalls.raise_ambient(cap)
-    except OSError as err:
-        step = step.format(syscalls.cap_name(cap))
-        raise StartError(f"cannot {step}: {_reason(err)}") from err
-
-
-def _set_user(uid: int, gid: int, groups: list[int]) -> None:
-    try:
-        step = f"set the additional groups {groups}"
-        posix.setgroups(groups)
-        step = f"set gid {gid}"
-        posix.setgid(gid)
-        step = f"set uid {uid}"
-        posix.setuid(uid)
-    except OSError as err:
-        raise StartError(f"cannot {step}: {_reason(err)}") from err
-
-
-def _last_cap() -> int:
-    from hostjob.linux.syscalls import last_cap
-
-    return last_cap()
 
 
 def _wait_for_start(fifo_fd: int) -> None:
