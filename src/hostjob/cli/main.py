@@ -72,6 +72,12 @@ GLOBAL = Command(
             metavar="path",
         ),
         Option(
+            "default-pod-namespaces",
+            VALUE,
+            "join: a pod's job containers join its network, IPC and UTS namespaces,"
+            " as io.hostjob.pod-namespaces says for one pod",
+        ),
+        Option(
             "default-inherit-user",
             FLAG,
             "run as the launcher, unless io.hostjob.inherit-user says otherwise",
@@ -110,6 +116,7 @@ class Context:
         "default_inherit_user",
         "default_mount_mode",
         "default_mount_point",
+        "default_pod_namespaces",
         "log",
         "log_format",
         "root",
@@ -128,6 +135,7 @@ class Context:
         self.default_mount_mode: str | None = args.default_mount_mode
         self.default_mount_point: str | None = args.default_rootfs_mount_point
         self.default_inherit_user: bool = args.default_inherit_user
+        self.default_pod_namespaces: str | None = args.default_pod_namespaces
         self.auto_user_range: str | None = args.auto_user_range
 
     def defaults(self) -> dict[str, str]:
@@ -141,6 +149,8 @@ class Context:
             found["io.hostjob.rootfs-mount-point"] = self.default_mount_point
         if self.default_inherit_user:
             found["io.hostjob.inherit-user"] = "true"
+        if self.default_pod_namespaces:
+            found["io.hostjob.pod-namespaces"] = self.default_pod_namespaces
         return found
 
     def delegate_flags(self) -> list[str]:
@@ -199,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(HostjobError(f"invalid log-format: {glob.log_format}"), glob.debug)
     if glob.default_mount_mode not in (None, "host", "bind"):
         why = f"invalid --default-mount-mode: {glob.default_mount_mode!r} (host or bind)"
+        return _fail(HostjobError(why), glob.debug)
+    if glob.default_pod_namespaces not in (None, "join"):
+        why = f"invalid --default-pod-namespaces: {glob.default_pod_namespaces!r} (join)"
         return _fail(HostjobError(why), glob.debug)
     log.configure(glob.log, glob.log_format, glob.debug)
     if not glob.command:

@@ -21,7 +21,14 @@ from hostjob.boot import paths
 from hostjob.errors import ConfigError, NotAJobContainer
 from hostjob.specconv import isolation
 from hostjob.specconv.jobconfig import Hook, JobConfig, ProcessConfig, Rlimit, merge_resources
-from hostjob.specconv.pods import default_mount_mode, is_cri, is_job_container, pod_namespaces
+from hostjob.specconv.pods import (
+    ANNOTATION_POD_NAMESPACES,
+    default_mount_mode,
+    is_cri,
+    is_job_container,
+    pod_namespaces,
+    with_pod_default,
+)
 from hostjob.specconv.volumes import volumes
 
 TYPE_CHECKING = False
@@ -53,6 +60,7 @@ DEFAULT_FLAGS = {
     ANNOTATION_MOUNT_MODE: "--default-mount-mode",
     ANNOTATION_MOUNT_POINT: "--default-rootfs-mount-point",
     ANNOTATION_INHERIT_USER: "--default-inherit-user",
+    ANNOTATION_POD_NAMESPACES: "--default-pod-namespaces",
 }
 
 
@@ -116,8 +124,12 @@ def to_job_config(
     from hostjob.spec import runtime as wire
     from hostjob.spec.resources import check_unified
 
+    defaults = defaults or {}
     annotations = dict(spec.annotations or {})
-    if not is_job_container(annotations):
+    # the pod decisions read the operator's default for the pod's namespaces; the job
+    # keeps the annotations as the config has them
+    for_pod = with_pod_default(annotations, defaults.get(ANNOTATION_POD_NAMESPACES))
+    if not is_job_container(for_pod):
         # The library's answer: the hostjob command's create hands it over instead.
         raise NotAJobContainer(
             "annotations: this container is not a job container: hostjob hands it to a"
@@ -129,7 +141,6 @@ def to_job_config(
     assert spec.root is not None
     if spec.process is None:
         raise ConfigError("process is required", "process")
-    defaults = defaults or {}
     mode_path = f"annotations.{ANNOTATION_MOUNT_MODE}"
     mount_mode = annotations.get(ANNOTATION_MOUNT_MODE)
     if not mount_mode and defaults.get(ANNOTATION_MOUNT_MODE):
@@ -159,7 +170,7 @@ def to_job_config(
     joined = None
     if is_cri(annotations):  # any other client's namespaces are ignored
         pairs = [(e.type or "", e.path) for e in linux.namespaces or []]
-        joined = pod_namespaces(annotations, pairs, host.namespaces_on_host, host.namespace_ids)
+        joined = pod_namespaces(for_pod, pairs, host.namespaces_on_host, host.namespace_ids)
     inherit_user = _inherit_user(annotations, defaults.get(ANNOTATION_INHERIT_USER))
     found_volumes = volumes(spec.mounts or [], bundle)
     return JobConfig(
