@@ -7,7 +7,8 @@ otherwise. Without ``--log``, only ``--debug`` sends debug and warning records t
 stderr: a command that succeeds writes nothing on stderr, because containerd and
 podman hand the runtime's stderr to the container's own stderr stream (both give
 ``--log``). The one exception is a warning the operator must see (``stderr=True``: two
-jobs sharing a uid), which goes to stderr when there is no ``--log``.
+jobs sharing a uid), which goes to stderr when there is no ``--log``. Info records (the
+signature policy's decisions) always go to ``--log``, and to stderr only with ``--debug``.
 Errors are reported by ``hostjob.cli.main``, which also writes them here.
 """
 
@@ -51,7 +52,9 @@ def format_record(level: str, msg: str, fmt: str) -> str:
 
 
 def _emit(level: str, msg: str, stderr: bool = False) -> None:
-    if _LEVELS[level] < _threshold and level != "error":
+    # An info record is a decision worth keeping (an image the signature policy let
+    # in): always in --log, on stderr only with --debug.
+    if _LEVELS[level] < _threshold and level not in ("error", "info"):
         return
     if _path is not None:
         line = format_record(level, msg, _format) + "\n"

@@ -15,7 +15,9 @@ Fixtures (see harness.py for the classes):
   with ``containerd.new_id(...)`` are force-removed after it, and whatever force could not
   remove fails the test.
 * ``podman_env`` / ``podman`` — the same pair for ``harness.Podman``
-  (``podman.new_name(...)``).
+  (``podman.new_name(...)``), once with each cgroup manager: ``cgroupfs``, and ``systemd``
+  where systemd runs the host on cgroup v2 (skipped with the reason elsewhere; failed where
+  ``HOSTJOB_REQUIRE_SYSTEMD=1``).
 * ``docker_runtime`` — a ``docker.DockerRuntime``: every test that takes it runs once per
   runtime name the private dockerd has: ``runc`` (the sanity check), ``hostjob`` (host mode)
   and ``hostjob-bind`` (bind mode, the operator's default flag), as ``COMPAT_RUNTIMES`` names
@@ -38,6 +40,11 @@ from . import docker as docker_client
 from . import harness
 from .image import OCIImage, build_oci_image, build_rootfs
 
+# systemd as PID 1 on the unified hierarchy: what podman's systemd cgroup manager needs.
+SYSTEMD_V2 = os.path.isdir("/run/systemd/system") and os.path.isfile(
+    "/sys/fs/cgroup/cgroup.controllers"
+)
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -50,6 +57,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "runtime" in metafunc.fixturenames:
         names = harness.selected_runtime_names()
         metafunc.parametrize("runtime", names, indirect=True, scope="session", ids=names)
+    if "podman_env" in metafunc.fixturenames:
+        metafunc.parametrize(
+            "podman_env", PODMAN_CGROUP_MANAGERS, indirect=True, scope="session",
+            ids=[f"podman-{m}" for m in PODMAN_CGROUP_MANAGERS],
+        )  # fmt: skip
     if "docker_runtime" in metafunc.fixturenames:
         names = docker_runtime_names()
         metafunc.parametrize("docker_runtime", names, indirect=True, scope="session", ids=names)
@@ -145,10 +157,21 @@ def containerd(
 # ---- podman ---------------------------------------------------------------------------------
 
 
+# podman's two cgroup managers: cgroupfs everywhere; systemd (a scope per container in
+# machine.slice, podman's default on a systemd host) where systemd runs the host on cgroup
+# v2 -- the VM lane, which fails instead of skipping (HOSTJOB_REQUIRE_SYSTEMD=1).
+PODMAN_CGROUP_MANAGERS = ("cgroupfs", "systemd")
+
+
 @pytest.fixture(scope="session")
 def podman_env(
-    tmp_path_factory: pytest.TempPathFactory, compat_workdir: Path
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, compat_workdir: Path
 ) -> Iterator[harness.Podman]:
+    manager = request.param
+    if manager == "systemd" and not SYSTEMD_V2:
+        if os.environ.get("HOSTJOB_REQUIRE_SYSTEMD") == "1":
+            pytest.fail("HOSTJOB_REQUIRE_SYSTEMD=1 but systemd does not run this host on v2")
+        pytest.skip("podman's systemd cgroup manager needs systemd as PID 1 on cgroup v2")
     runtimes = []
     try:
         runtimes = [
@@ -156,7 +179,8 @@ def podman_env(
         ]
     except harness.HarnessError as e:
         _fail(e)
-    pm = harness.Podman(tmp_path_factory.mktemp("podman"), runtimes)
+    # podman 4.3 refuses a runroot path over 50 characters: a short name
+    pm = harness.Podman(tmp_path_factory.mktemp(f"pm-{manager[:3]}"), runtimes, manager)
     try:
         pm.setup()
     except harness.HarnessError as e:

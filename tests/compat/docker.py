@@ -23,6 +23,7 @@ client alone, unrelated to Debian's daemon) may come first on ``PATH``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -77,8 +78,15 @@ def docker_runtimes(runtimes: Sequence[harness.Runtime]) -> list[DockerRuntime]:
     return found
 
 
+@functools.cache
+def dockerd_version() -> tuple[int, int]:
+    """(major, minor) of Debian's dockerd: 20.10 (Debian 12), 26.1 (13), 28.5 (unstable)."""
+    return harness.client_version(DOCKERD, r"version (\d+)\.(\d+)")
+
+
 def daemon_json(workdir: Path, runtimes: Sequence[DockerRuntime], cgroup_parent: str) -> dict:  # type: ignore[type-arg]
-    """The daemon's whole configuration (docs/operators.md shows its ``runtimes``)."""
+    """The daemon's whole configuration (docs/operators.md shows its ``runtimes``). dockerd
+    keeps an ID key only up to 24 (it refuses the key's option after)."""
     table: dict[str, dict[str, object]] = {}
     for r in runtimes:
         if r.name == "runc":
@@ -87,12 +95,13 @@ def daemon_json(workdir: Path, runtimes: Sequence[DockerRuntime], cgroup_parent:
         if r.mode == "bind":
             entry["runtimeArgs"] = ["--default-mount-mode=bind"]
         table[r.name] = entry
+    key = {"deprecated-key-path": str(workdir / "key.json")} if dockerd_version() < (24, 0) else {}
     return {
         "data-root": str(workdir / "data"),
         "exec-root": str(workdir / "exec"),
         "pidfile": str(workdir / "docker.pid"),
         "hosts": [f"unix://{workdir / 'docker.sock'}"],
-        "deprecated-key-path": str(workdir / "key.json"),
+        **key,
         "iptables": False,
         "ip-forward": False,
         "ip-masq": False,
@@ -124,7 +133,7 @@ class Docker:
         }
 
     # -- life cycle
-    def start(self, timeout: float = 60) -> Docker:
+    def start(self, timeout: float = 180) -> Docker:
         harness.require_root()
         harness.ensure_peer("docker", [DOCKER, DOCKERD])
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -137,7 +146,7 @@ class Docker:
                 self.proc is not None
                 and self.proc.poll() is None
                 and self.socket.exists()
-                and self.docker("version", timeout=10).returncode == 0
+                and self.answers()
             ),
             timeout,
             0.2,
@@ -147,6 +156,13 @@ class Docker:
             self.stop()
             raise harness.HarnessError(f"dockerd did not start within {timeout}s:\n{tail}")
         return self
+
+    def answers(self) -> bool:
+        """``docker version`` works (a slow start -- a guest under emulation -- is not yet)."""
+        try:
+            return self.docker("version", timeout=30).returncode == 0
+        except harness.HarnessError:
+            return False
 
     def log_tail(self, n: int = 30) -> str:
         return harness.log_tail(self.log, n)

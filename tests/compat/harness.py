@@ -23,6 +23,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -613,11 +614,42 @@ class HostTraces:
 # containerd
 
 
+def client_version(program: str, pattern: str = r"\sv?(\d+)\.(\d+)\.\d+") -> tuple[int, int]:
+    """(major, minor) of a client, from ``program --version``: the first match of
+    ``pattern`` (its two groups)."""
+    out = run([program, "--version"], timeout=30, check=True).stdout
+    found = re.search(pattern, out)
+    if not found:
+        raise HarnessError(f"cannot read {program}'s version from {out!r}")
+    return int(found.group(1)), int(found.group(2))
+
+
+@functools.cache
+def containerd_version() -> tuple[int, int]:
+    """(major, minor) of the containerd on PATH: 1.6 (Debian 12), 1.7 (13), 2.1 (unstable)."""
+    ensure_peer("containerd", ["containerd"])
+    return client_version("containerd")
+
+
+def containerd_config_version() -> int:
+    """The config format this containerd reads natively: 2 up to 1.7, 3 from 2.0 (whose CRI
+    is three plugins: ``io.containerd.cri.v1.runtime``, ``...cri.v1.images`` and the gRPC
+    service ``io.containerd.grpc.v1.cri``)."""
+    return 3 if containerd_version() >= (2, 0) else 2
+
+
+# The plugins of containerd 2.x's CRI (one, io.containerd.grpc.v1.cri, before).
+CRI_PLUGINS_V3 = ("io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime",
+                  "io.containerd.cri.v1.images")  # fmt: skip
+
+
 class Containerd:
-    """Debian's containerd 1.6 with root, state, sockets, plugin dirs and config in ``workdir``;
-    the snapshotters this host lacks are disabled; overlayfs snapshotter. The CRI plugin is
-    disabled unless ``cri`` gives the TOML of its ``[plugins."io.containerd.grpc.v1.cri"...]``
-    tables (``tests/cri`` does; the CRI plugin keeps its own root and state under containerd's).
+    """Debian's containerd (1.6, 1.7 or 2.x) with root, state, sockets, plugin dirs and config
+    in ``workdir``, in the config format of its version (2, or 3 from containerd 2.0); the
+    snapshotters this host lacks are disabled; overlayfs snapshotter. The CRI plugin is
+    disabled unless ``cri`` gives the TOML of its tables (``tests/cri`` does, in the format
+    of ``containerd_config_version``; the CRI plugin keeps its own root and state under
+    containerd's).
 
     ``ctr(...)`` runs ``ctr --address SOCK --namespace NS ...``. The runc shim (v2) is the one
     that calls the runtime given with ``--runc-binary``; it keeps runtime state in
@@ -641,21 +673,34 @@ class Containerd:
 
     # -- life cycle
     def write_config(self) -> None:
+        """The config in the format of this containerd: version 2, or from 2.0 version 3,
+        which has no Go plugin dir and no v1 runtime any more, and whose CRI is three
+        plugins."""
         d = self.dir
+        version = containerd_config_version()
+        cri_plugins = CRI_PLUGINS_V3 if version == 3 else ("io.containerd.grpc.v1.cri",)
+        snapshotters = ("btrfs", "zfs", "devmapper", *(("erofs",) if version == 3 else ("aufs",)))
         disabled = [
-            *(["io.containerd.grpc.v1.cri"] if self.cri is None else []),
-            "io.containerd.snapshotter.v1.btrfs",
-            "io.containerd.snapshotter.v1.zfs",
-            "io.containerd.snapshotter.v1.aufs",
-            "io.containerd.snapshotter.v1.devmapper",
+            *(cri_plugins if self.cri is None else []),
+            *(f"io.containerd.snapshotter.v1.{name}" for name in snapshotters),
             "io.containerd.tracing.processor.v1.otlp",
             "io.containerd.internal.v1.tracing",
         ]
-        self.config.write_text(f"""version = 2
+        v2_only = "".join(
+            f"\n  {line}"
+            for line in (
+                '[plugins."io.containerd.runtime.v1.linux"]',
+                f'  runtime_root = "{d}/runtime-v1"',
+                '[plugins."io.containerd.service.v1.tasks-service"]',
+                '  rdt_config_file = ""',
+            )
+            if version == 2
+        )
+        plugin_dir = "" if version == 3 else f'plugin_dir = "{d}/plugins"\n'
+        self.config.write_text(f"""version = {version}
 root = "{d}/root"
 state = "{d}/state"
-plugin_dir = "{d}/plugins"
-disabled_plugins = {json.dumps(disabled)}
+{plugin_dir}disabled_plugins = {json.dumps(disabled)}
 
 [grpc]
   address = "{self.address}"
@@ -672,11 +717,7 @@ disabled_plugins = {json.dumps(disabled)}
 
 [plugins]
   [plugins."io.containerd.internal.v1.opt"]
-    path = "{d}/opt"
-  [plugins."io.containerd.runtime.v1.linux"]
-    runtime_root = "{d}/runtime-v1"
-  [plugins."io.containerd.service.v1.tasks-service"]
-    rdt_config_file = ""
+    path = "{d}/opt"{v2_only}
 {self.cri or ""}""")
 
     def start(self, timeout: float = 30) -> Containerd:
@@ -866,21 +907,35 @@ def podman_ulimits() -> list[str]:
     return [f"nofile={nofile}:{nofile}", f"nproc={nproc}:{nproc}"]
 
 
+@functools.cache
+def podman_version() -> tuple[int, int]:
+    """(major, minor) of the podman on PATH: 4.3 (Debian 12), 5.4 (13), 5.8 (unstable)."""
+    ensure_peer("podman", ["podman"])
+    return client_version("podman")
+
+
 class Podman:
-    """Debian's podman 4.3 with everything in ``workdir``: ``--root``, ``--runroot``,
-    ``--tmpdir``, cgroupfs, file events, and its config through the environment:
+    """Debian's podman (4.3, 5.4 or 5.8) with everything in ``workdir``: ``--root``,
+    ``--runroot``, ``--tmpdir``, file events, the cgroup manager ``cgroup_manager``
+    (``cgroupfs``; ``systemd`` where systemd is PID 1 on cgroup v2: each container a
+    ``libpod-<id>.scope`` in ``machine.slice``, its conmon a ``libpod-conmon-<id>.scope``),
+    and its config through the environment:
     ``CONTAINERS_CONF`` (ulimits that fit, no network namespace setup — ``netns = "none"`` —,
     file locks instead of the host-wide SHM lock segment, ``[engine.runtimes]``),
     ``CONTAINERS_STORAGE_CONF`` (overlay in the work dir), ``CONTAINERS_REGISTRIES_CONF`` (no
     registries), ``HOME`` (a policy.json that accepts local archives) and ``TMPDIR``.
 
-    Containers land in cgroup ``/libpod_parent/libpod-<id>``; conmon in
+    With cgroupfs, containers land in cgroup ``/libpod_parent/libpod-<id>``; conmon in
     ``/libpod_parent/conmon``. podman as root passes no ``--root`` to the runtime, so runtime
     state is in the runtime's default root (``/run/runc``, ``/run/crun``, ``/run/hostjob``).
+    podman 5 has no CNI: its network backend is netavark (no network is set up either way).
     """
 
-    def __init__(self, workdir: Path, runtimes: Sequence[Runtime] = ()) -> None:
+    def __init__(
+        self, workdir: Path, runtimes: Sequence[Runtime] = (), cgroup_manager: str = "cgroupfs"
+    ) -> None:
         self.dir = workdir
+        self.cgroup_manager = cgroup_manager
         self.root = workdir / "root"
         self.runroot = workdir / "runroot"
         self.tmpdir = workdir / "tmp"
@@ -904,13 +959,14 @@ class Podman:
             p.mkdir(parents=True, exist_ok=True)
         runtimes = "\n".join(f'{r.name} = ["{r.client_path}"]' for r in self.runtimes)
         ulimits = json.dumps(podman_ulimits())
+        backend = "cni" if podman_version() < (5, 0) else "netavark"
         (d / "containers.conf").write_text(f"""[containers]
 default_ulimits = {ulimits}
 netns = "none"
 log_driver = "k8s-file"
 
 [engine]
-cgroup_manager = "cgroupfs"
+cgroup_manager = "{self.cgroup_manager}"
 events_logger = "file"
 events_logfile_path = "{d}/events.log"
 tmp_dir = "{self.tmpdir}"
@@ -922,7 +978,7 @@ runtime = "runc"
 {runtimes}
 
 [network]
-network_backend = "cni"
+network_backend = "{backend}"
 network_config_dir = "{d}/cni"
 """)
         (d / "storage.conf").write_text(f"""[storage]
@@ -955,7 +1011,11 @@ mountopt = "nodev"
         cp = self.podman(
             "info", "--format", "{{.Host.CgroupManager}} {{.Store.GraphRoot}}", timeout=60
         )
-        if cp.returncode != 0 or "cgroupfs" not in cp.stdout or str(self.root) not in cp.stdout:
+        if (
+            cp.returncode != 0
+            or self.cgroup_manager not in cp.stdout
+            or str(self.root) not in cp.stdout
+        ):
             raise HarnessError(f"podman info failed or ignored the config: {cp.stdout}{cp.stderr}")
         return self
 
@@ -968,7 +1028,7 @@ mountopt = "nodev"
             str(self.runroot),
             "--tmpdir",
             str(self.tmpdir),
-            "--cgroup-manager=cgroupfs",
+            f"--cgroup-manager={self.cgroup_manager}",
             "--events-backend=file",
             "--storage-driver",
             "overlay",
@@ -1007,6 +1067,25 @@ mountopt = "nodev"
             raise HarnessError(f"{ref} not listed after podman load: {listed.stdout}")
 
     # -- inspection
+    def id_of(self, name: str) -> str:
+        """The full ID of the container last named ``name``, from podman's event log: podman
+        5 removes a ``--rm`` container's ``--cidfile`` with the container."""
+        found = ""
+        try:
+            lines = (self.dir / "events.log").read_text().splitlines()
+        except FileNotFoundError:
+            lines = []
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("Type") == "container" and event.get("Name") == name and event.get("ID"):
+                found = str(event["ID"])
+        if not found:
+            raise HarnessError(f"no container named {name} in podman's events")
+        return found
+
     def container_ids(self) -> list[str]:
         return self.podman("ps", "-a", "-q", "--no-trunc", check=True).stdout.split()
 
@@ -1014,6 +1093,8 @@ mountopt = "nodev"
         return self.podman("inspect", "--format", fmt, name, check=True).stdout.strip()
 
     def cgroup_path(self, cid: str) -> str:
+        if self.cgroup_manager == "systemd":
+            return f"/machine.slice/libpod-{cid}.scope"
         return f"/libpod_parent/libpod-{cid}"
 
     def leftovers(self, cid: str, runtime: Runtime | None = None) -> list[str]:
@@ -1049,7 +1130,7 @@ mountopt = "nodev"
         mounts = unmount_all_under(self.dir)
         if mounts:
             problems.append(f"mounts left under {self.dir}: {mounts}")
-        if not self.cgroup_parent_existed:
+        if self.cgroup_manager == "cgroupfs" and not self.cgroup_parent_existed:
             stuck = remove_cgroup("/libpod_parent")
             if stuck:
                 problems.append(f"cgroups left: {stuck}")

@@ -6,6 +6,7 @@ import json
 import re
 import shlex
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,14 +36,26 @@ def hostjob_binary(compat_workdir: Path) -> str:
 
 
 @pytest.mark.parametrize(
-    ("entry", "systemd"), [("containerd-config", False), ("containerd-config-systemd", True)]
+    ("entry", "systemd"),
+    [
+        ("containerd-config", False),
+        ("containerd-config-systemd", True),
+        ("containerd-config-v3", False),
+        ("containerd-config-systemd-v3", True),
+    ],
 )
 def test_containerd_parses_the_runtime_entry(
     tmp_path: Path, compat_workdir: Path, entry: str, systemd: bool
 ) -> None:
-    """Both entries, a cgroupfs node's and a systemd node's (which tests/cri/
-    test_systemd_driver.py runs pods with in the VM lane)."""
+    """Each entry, a cgroupfs node's and a systemd node's (which tests/cri/
+    test_systemd_driver.py runs pods with in the VM lane), in config version 2 (containerd
+    1.6 and 1.7; 2.x migrates it) and 3 (containerd 2.x): ``containerd config dump`` shows
+    the handlers where the CRI plugin of this containerd reads them."""
     harness.ensure_peer("containerd", ["containerd"])
+    native = harness.containerd_config_version()
+    if entry.endswith("-v3") and native < 3:
+        major, minor = harness.containerd_version()
+        pytest.skip(f"containerd {major}.{minor} reads no config version 3")
     binary = hostjob_binary(compat_workdir)
     config = tmp_path / "config.toml"
     config.write_text(snippet(entry).replace(DOC_BINARY, binary))
@@ -53,19 +66,18 @@ def test_containerd_parses_the_runtime_entry(
         timeout=60,
     )
     assert dump.returncode == 0, dump.stderr
-    section = dump.stdout.split(
-        '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.hostjob]', 1
-    )
-    assert len(section) == 2, "containerd dropped the hostjob runtime entry"
-    runtime = section[1].split("\n\n[plugins", 1)[0]
-    assert 'runtime_type = "io.containerd.runc.v2"' in runtime
-    assert f'BinaryName = "{binary}"' in dump.stdout
-    assert '"io.hostjob.*"' in runtime
+    plugin = "io.containerd.cri.v1.runtime" if native == 3 else "io.containerd.grpc.v1.cri"
+    runtimes = tomllib.loads(dump.stdout)["plugins"][plugin]["containerd"]["runtimes"]
+    assert "hostjob" in runtimes, "containerd dropped the hostjob runtime entry"
+    hostjob = runtimes["hostjob"]
+    assert hostjob["runtime_type"] == "io.containerd.runc.v2"
+    assert hostjob["options"]["BinaryName"] == binary
+    assert "io.hostjob.*" in hostjob["pod_annotations"]
+    assert "io.hostjob.*" in hostjob["container_annotations"]
     # one cgroup driver for every handler of a node (its kubelet has one)
     for handler in ("hostjob", "runc"):
-        table = f'[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{handler}.options]'
-        options = dump.stdout.split(table, 1)[1].split("\n\n", 1)[0]
-        assert ("SystemdCgroup = true" in options) is systemd, (handler, options)
+        options = runtimes[handler].get("options", {})
+        assert options.get("SystemdCgroup", False) is systemd, (handler, options)
 
 
 def test_runtimeclass_and_pods_name_the_handler() -> None:
@@ -94,9 +106,8 @@ def test_podman_runs_hostjob_by_name(
     custom.write_text(head + documented + tail)
     env = dict(podman.env, CONTAINERS_CONF=str(custom))
     name = podman.new_name("by-name")
-    cidfile = tmp_path / "cid"
     result = harness.run(
-        [*podman.base_args(), "--runtime", "hostjob", "run", "--rm", "--cidfile", str(cidfile), "--name", name, test_image.ref,
+        [*podman.base_args(), "--runtime", "hostjob", "run", "--rm", "--name", name, test_image.ref,
          "sh", "-c", 'echo "sandbox=$CONTAINER_SANDBOX_MOUNT_POINT"'],
         env=env,
         timeout=90,

@@ -55,8 +55,20 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 HERE = Path(__file__).resolve().parent
-HANDLER_OPTIONS = '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.hostjob.options]\n'
-RUNC_OPTIONS = '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]\n'
+# Where the runtimes' tables are: containerd up to 1.7 (config version 2), and 2.x (3).
+RUNTIMES_PLUGIN = {2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}
+
+
+def options_table(handler: str, version: int) -> str:
+    return f'[plugins."{RUNTIMES_PLUGIN[version]}".containerd.runtimes.{handler}.options]\n'
+
+
+def guide_entry_for(entry: str, version: int) -> str:
+    """The operators' guide's entry for this containerd: ``containerd-config`` is config
+    version 2 (containerd 1.6 and 1.7), ``containerd-config-v3`` version 3 (2.x)."""
+    return f"{entry}-v3" if version == 3 else entry
+
+
 TEST_NETWORK = "hostjob-test-net"
 
 
@@ -91,20 +103,31 @@ def cri_config(
 ) -> str:
     """The CRI plugin's tables for ``harness.Containerd(cri=...)``, with the operators'
     guide's snippet ``guide_entry`` (``containerd-config-systemd``: a systemd node's)."""
-    # The handlers exactly as the operators' guide documents them, plus the shims' runtime
-    # roots (default /run/containerd/runc, shared with every other containerd on the machine).
-    entry = snippet(guide_entry).replace(DOC_BINARY, str(hostjob))
+    # The handlers exactly as the operators' guide documents them for this containerd's
+    # config version, plus the shims' runtime roots (default /run/containerd/runc, shared
+    # with every other containerd on the machine).
+    version = harness.containerd_config_version()
+    entry = snippet(guide_entry_for(guide_entry, version)).replace(DOC_BINARY, str(hostjob))
+    assert re.search(rf"^version = {version}$", entry, re.M), (
+        f"{guide_entry}: not version {version}"
+    )
     entry = re.sub(r"^version = \d+\n", "", entry, flags=re.M)
-    assert HANDLER_OPTIONS in entry, "the guide's containerd entry has no options table"
-    entry = entry.replace(HANDLER_OPTIONS, f'{HANDLER_OPTIONS}  Root = "{runtime_root}"\n')
+    handler_options, runc_options = (
+        options_table("hostjob", version),
+        options_table("runc", version),
+    )
+    assert handler_options in entry, "the guide's containerd entry has no options table"
+    entry = entry.replace(handler_options, f'{handler_options}  Root = "{runtime_root}"\n')
     # runc's state in the temp dir too (the conformance suite's sanity handler), in the
     # guide's options table for runc where it has one (a table may not be given twice)
-    if RUNC_OPTIONS in entry:
-        entry = entry.replace(RUNC_OPTIONS, f'{RUNC_OPTIONS}  Root = "{runc_root}"\n')
+    if runc_options in entry:
+        entry = entry.replace(runc_options, f'{runc_options}  Root = "{runc_root}"\n')
     else:
-        entry += f'\n{RUNC_OPTIONS}  Root = "{runc_root}"\n'
+        entry += f'\n{runc_options}  Root = "{runc_root}"\n'
     (workdir / "certs.d").mkdir(parents=True, exist_ok=True)
     install_test_network(workdir)
+    if version == 3:
+        return cri_tables_v3(workdir) + entry
     return f"""
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{kubelet.PAUSE_IMAGE}"
@@ -126,6 +149,33 @@ def cri_config(
     config_path = "{workdir}/certs.d"
 
 {entry}"""
+
+
+def cri_tables_v3(workdir: Path) -> str:
+    """``cri_config``'s tables for containerd 2.x (config version 3), where the CRI is three
+    plugins: the images (snapshotter, the sandbox image, registries), the runtime (CNI,
+    AppArmor, OOM scores, the runtimes) and the gRPC service (the streaming server)."""
+    return f"""
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "{kubelet.PAUSE_IMAGE}"
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = "{workdir}/certs.d"
+
+[plugins."io.containerd.cri.v1.runtime"]
+  disable_apparmor = true
+  # as in version 2's tables: root lacks CAP_SYS_RESOURCE where the host is a container
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["{workdir}/cni/bin"]
+    conf_dir = "{workdir}/cni/net.d"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+
+"""
 
 
 # ---- images ---------------------------------------------------------------------------------

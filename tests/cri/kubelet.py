@@ -119,10 +119,14 @@ def _cpuset_init(path: Path) -> None:
 def make_cgroup(path: str) -> None:
     """mkdir cgroup ``path`` (absolute, from the hierarchy root) and its parents in every
     hierarchy (v1 controllers, named ones, the hybrid cgroup2), as the kubelet's cgroupfs
-    manager does."""
+    manager does; on a unified host each new level gets its parent's controllers (the
+    kubelet's libcontainer enables them in ``cgroup.subtree_control``)."""
+    unified = harness.cgroup_mode() == "unified"
     for top in harness.cgroup_hierarchies():
         d = top
         for part in path.strip("/").split("/"):
+            if unified:
+                _enable_controllers(d)
             d = d / part
             try:
                 d.mkdir()
@@ -132,8 +136,28 @@ def make_cgroup(path: str) -> None:
                 _cpuset_init(d)
 
 
+def _enable_controllers(d: Path) -> None:
+    wanted = set((d / "cgroup.controllers").read_text().split())
+    enabled = set((d / "cgroup.subtree_control").read_text().split())
+    for controller in sorted(wanted - enabled):
+        (d / "cgroup.subtree_control").write_text(f"+{controller}")
+
+
 def write_cgroup(path: str, controller: str, name: str, value: int | str) -> None:
-    (harness.CGROUP_ROOT / controller / path.strip("/") / name).write_text(str(value))
+    """A v1 controller's file of cgroup ``path``; on a unified host the v2 file the kubelet
+    writes for it (``cpu.weight`` for ``cpu.shares``, ``memory.max``, ``cpu.max``)."""
+    if harness.cgroup_mode() != "unified":
+        (harness.CGROUP_ROOT / controller / path.strip("/") / name).write_text(str(value))
+        return
+    d = harness.CGROUP_ROOT / path.strip("/")
+    if name == "cpu.shares":
+        (d / "cpu.weight").write_text(str(cpu_weight(int(value))))
+    elif name == "memory.limit_in_bytes":
+        (d / "memory.max").write_text(str(value))
+    elif name == "cpu.cfs_quota_us":
+        (d / "cpu.max").write_text(f"{value} 100000")
+    elif name != "cpu.cfs_period_us":  # cpu.max holds both (the period 100 ms, as here)
+        raise KubeletError(f"no cgroup v2 file for {controller} {name}")
 
 
 def cgroup_procs(path: str) -> list[int]:
@@ -450,15 +474,15 @@ class Node:
         """Where containerd, its CRI plugin and the runtime keep state for one container or
         sandbox ID."""
         d = self.containerd.dir
+        # the CRI's own dirs: its one plugin's up to 1.7; 2.x's runtime plugin keeps them
+        cri = ("io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime")
         return [
             self.runtime_root / cid,
             self.delegate_root / cid,
             d / "state" / "io.containerd.runtime.v2.task" / self.containerd.namespace / cid,
-            d / "state" / "io.containerd.grpc.v1.cri" / "sandboxes" / cid,
-            d / "state" / "io.containerd.grpc.v1.cri" / "containers" / cid,
-            d / "root" / "io.containerd.grpc.v1.cri" / "sandboxes" / cid,
-            d / "root" / "io.containerd.grpc.v1.cri" / "containers" / cid,
-        ]
+            *(d / top / plugin / kind / cid for top in ("state", "root") for plugin in cri
+              for kind in ("sandboxes", "containers")),
+        ]  # fmt: skip
 
     def snapshots(self) -> set[str]:
         out = self.containerd.ctr("snapshots", "ls", check=True).stdout.splitlines()[1:]

@@ -182,7 +182,7 @@ def test_spec_and_features(tmp_path: Path) -> None:
     features = json.loads(runner.ok("features"))
     assert features["linux"]["namespaces"] == []
     assert features["linux"]["cgroup"] == {
-        "v1": True, "v2": True, "systemd": False, "systemdUser": False, "rdma": False,
+        "v1": True, "v2": True, "systemd": True, "systemdUser": False, "rdma": False,
     }  # fmt: skip
     assert features["hooks"] == [
         "prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop",

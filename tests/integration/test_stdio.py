@@ -1,15 +1,17 @@
-"""Terminals (--console-socket), extra fds (--preserve-fds, LISTEN_FDS) and run -t."""
+"""Terminals (--console-socket), pidfds (--pidfd-socket), extra fds (--preserve-fds,
+LISTEN_FDS) and run -t."""
 
 from __future__ import annotations
 
 import array
 import os
+import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 
-from tests.helpers import Hostjob, base_config, hostjob_env, new_id
+from tests.helpers import Hostjob, base_config, hostjob_env, new_id, wait_for
 
 
 class ConsoleServer:
@@ -81,6 +83,58 @@ def test_console_socket(hj: Hostjob, bundle, tmp_path: Path) -> None:
     assert lines[1] == "33 111"
     assert lines[2] == "stdin-is-tty"
     hj.ok("delete", "--force", cid)
+
+
+def pidfd_pid(pidfd: int) -> int:
+    """The pid a pidfd refers to (its fdinfo's ``Pid:``)."""
+    for line in Path(f"/proc/self/fdinfo/{pidfd}").read_text().splitlines():
+        if line.startswith("Pid:"):
+            return int(line.split()[1])
+    raise AssertionError("no Pid: in the pidfd's fdinfo")
+
+
+def test_pidfd_socket_of_create_and_exec(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    """runc 1.2's --pidfd-socket: the init's pidfd ("standard") at create, an exec's
+    ("setns"); the client signals the very process through it."""
+    server = ConsoleServer(tmp_path / "pidfd.sock")
+    cid = new_id()
+    pid_file = tmp_path / "pid"
+    config = base_config("sh", "-c", 'trap "exit 0" TERM; while :; do sleep 1; done')
+    try:
+        create = subprocess.Popen(
+            hj.argv("create", "-b", str(bundle(config)), "--pid-file", str(pid_file),
+                    "--pidfd-socket", str(server.path), cid),
+            env=hostjob_env(),
+        )  # fmt: skip
+        pidfd, kind = server.receive()
+        assert create.wait(timeout=20) == 0
+        assert kind == "standard"
+        assert pidfd_pid(pidfd) == int(pid_file.read_text())
+        hj.ok("start", cid)
+        exec_pid = tmp_path / "exec-pid"
+        hj.ok("exec", "--detach", "--pid-file", str(exec_pid), "--pidfd-socket",
+              str(server.path), cid, "sleep", "300")  # fmt: skip
+        exec_fd, exec_kind = server.receive()
+        assert exec_kind == "setns"
+        assert pidfd_pid(exec_fd) == int(exec_pid.read_text())
+        signal.pidfd_send_signal(exec_fd, signal.SIGKILL)
+        signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+        os.close(exec_fd)
+        os.close(pidfd)
+    finally:
+        server.close()
+    assert wait_for(lambda: hj.status(cid) == "stopped", 20)
+    hj.ok("delete", cid)
+
+
+def test_pidfd_socket_that_nobody_serves_fails_create(hj: Hostjob, bundle, tmp_path: Path) -> None:
+    cid = new_id()
+    missing = tmp_path / "nobody.sock"
+    err = hj.fail(
+        "create", "-b", str(bundle(base_config("true"))), "--pidfd-socket", str(missing), cid
+    )
+    assert "pidfd socket" in err, err
+    assert not (hj.root / cid).exists()
 
 
 def test_terminal_without_socket_is_refused_for_create(hj: Hostjob, bundle) -> None:

@@ -150,6 +150,50 @@ def test_creds_from_stdin_and_an_authfile_are_used(
     assert done.returncode == 0, done.stderr
 
 
+def test_containers_auth_json_comes_before_dockers_config(
+    tmp_path: Path, private_registry: FakeRegistry
+) -> None:
+    """podman's order: --creds, then $XDG_RUNTIME_DIR/containers/auth.json (its most
+    specific key: the repository's namespace), then ~/.docker/config.json; the first
+    file with an entry for the image decides."""
+    ref = f"{private_registry.host}/test/img:v1"
+    home, runtime = tmp_path / "home", tmp_path / "run"
+    (home / ".docker").mkdir(parents=True)
+    (runtime / "containers").mkdir(parents=True)
+    env = {"HOME": str(home), "XDG_RUNTIME_DIR": str(runtime)}
+    for key in ("REGISTRY_AUTH_FILE", "DOCKER_CONFIG", "XDG_CONFIG_HOME"):
+        env[key] = ""
+
+    def auths(path: Path, creds: dict[str, str]) -> None:
+        entries = {k: {"auth": base64.b64encode(v.encode()).decode()} for k, v in creds.items()}
+        path.write_text(json.dumps({"auths": entries}))
+
+    def pull(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*hostjob_cmd(), "pull", "-q", "--store", str(tmp_path / "store"), "--plain-http",
+             *extra, ref], capture_output=True, text=True, env=hostjob_env(env), timeout=120,
+        )  # fmt: skip
+
+    auths(home / ".docker" / "config.json", {private_registry.host: f"{USER}:docker-is-wrong"})
+    assert "HTTP 401" in pull().stderr  # docker's file alone: its (wrong) credentials
+    auths(runtime / "containers" / "auth.json", {
+        private_registry.host: f"{USER}:host-key-is-wrong",
+        f"{private_registry.host}/test": CREDS,  # the namespace's entry wins
+    })  # fmt: skip
+    done = pull()
+    assert done.returncode == 0, done.stderr
+    auths(runtime / "containers" / "auth.json", {private_registry.host: f"{USER}:wrong"})
+    subprocess.run([*hostjob_cmd(), "rmi", "--store", str(tmp_path / "store"), ref],
+                   check=True, capture_output=True, env=hostjob_env())  # fmt: skip
+    assert "HTTP 401" in pull().stderr  # auth.json has an entry: docker's is not read
+    done = subprocess.run(
+        [*hostjob_cmd(), "pull", "-q", "--store", str(tmp_path / "store"), "--plain-http",
+         "--creds", "-", ref], input=f"{CREDS}\n", capture_output=True, text=True,
+        env=hostjob_env(env), timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr  # --creds before every file
+
+
 def test_a_foreground_run_keeps_no_creds_for_the_containers_life(
     tmp_path: Path,
     as_nobody: Nobody,

@@ -60,7 +60,7 @@ def help_options(*words: str) -> set[str]:
     names = set()
     for line in help_section(help_text(*words), "options"):
         # "--cwd, --workdir, -w value   help": the spellings, then one metavar
-        forms = re.match(r"-{1,2}[\w-]+(?:, -{1,2}[\w-]+)*", line)
+        forms = re.match(r"-{1,2}[\w.-]+(?:, -{1,2}[\w.-]+)*", line)
         assert forms, f"an option line of `hostjob {' '.join(words)} --help`: {line!r}"
         names.update(forms.group(0).split(", "))
     return names
@@ -83,7 +83,7 @@ def page_options(page: Path) -> set[str]:
     names = set()
     for line in match.group(1).splitlines():
         if line.startswith("**-"):
-            names.update(re.findall(r"\*\*(-{1,2}[\w-]+)\*\*", line))
+            names.update(re.findall(r"\*\*(-{1,2}[\w.-]+)\*\*", line))
     return names
 
 

@@ -72,6 +72,7 @@ def test_image_rows_and_details_as_json() -> None:
         "name": "docker.io/library/a:1",
         "digest": "sha256:" + "1" * 64,
         "tagged": "2026-01-01T00:00:00Z",
+        "verified": None,
         "id": None,
         "created": None,
         "platform": None,
@@ -95,7 +96,8 @@ def test_image_rows_and_details_as_json() -> None:
     )
     out = render.details_json(details)
     assert list(out) == [
-        "names", "id", "digest", "index", "platform", "created", "size", "manifest", "config", "layers",
+        "names", "id", "digest", "index", "platform", "created", "size", "verified", "manifest",
+        "config", "layers",
     ]  # fmt: skip
     assert out["platform"] == "linux/arm64/v8" and out["size"] == 7
     assert out["layers"] == [
@@ -103,6 +105,20 @@ def test_image_rows_and_details_as_json() -> None:
          "diffID": "sha256:" + "3" * 64, "path": None},
     ]  # fmt: skip
     assert out["config"]["architecture"] == "arm64"
+
+
+def test_the_verified_cell_says_what_vouched_for_an_image() -> None:
+    fpr = "37C24E78FB83142080BA98BABC33EF9C7A3630C5"
+    signed = {"policy": "/p.json", "section": "default", "by": [
+        {"requirement": "signedBy", "key": fpr},
+        {"requirement": "sigstoreSigned", "key": "SHA256:" + "a" * 43},
+    ]}  # fmt: skip
+    assert (
+        render.verified(signed) == "signedBy BC33EF9C7A3630C5, sigstoreSigned SHA256:aaaaaaaaaaaa"
+    )
+    assert render.verified({"policy": "/p.json", "section": "default", "by": []}) == "no"
+    assert render.verified({"policy": None, "section": "no policy", "by": []}) == "no policy"
+    assert render.verified(None) == "-"  # stored before hostjob asked a policy
 
 
 def test_pack_words() -> None:
@@ -212,6 +228,33 @@ def test_bad_registry_flags_fail_in_one_line(
 
     with pytest.raises(error, match=message):
         image_flags.registry_options(parse(pull.COMMAND, [*argv, "x/y"]))
+
+
+@pytest.mark.parametrize("command", ["pull", "run", "import_", "push"])
+def test_the_trust_flags_are_one_declaration_on_every_command_that_asks(command: str) -> None:
+    import importlib
+
+    module = importlib.import_module(f"hostjob.cli.commands.{command}")
+    words = ["--signature-policy", "/p.json", "-registries.d", "/r.d", "a", "b"]
+    args = parse(module.COMMAND, words[: 6 if command == "push" else 5])
+    trust = image_flags.trust_options(args)
+    assert (trust.signature_policy, trust.registries_d) == ("/p.json", "/r.d")
+    assert all(o in module.COMMAND.options for o in image_flags.TRUST)
+    default = image_flags.trust_options(
+        parse(module.COMMAND, words[4 : 6 if command == "push" else 5])
+    )
+    assert (default.signature_policy, default.registries_d) == (None, None)
+
+
+def test_a_unit_runs_with_the_same_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """generate systemd's command line keeps the trust flags, their paths absolute."""
+    from hostjob.cli.commands import run
+
+    monkeypatch.chdir(tmp_path)
+    args = parse(run.COMMAND, ["--signature-policy", "p.json", "--registries.d", "r.d", "img"])
+    words = run._foreground_command(args, "/store", "img")
+    assert words[:4] == ["--signature-policy", str(tmp_path / "p.json"),
+                         "--registries.d", str(tmp_path / "r.d")]  # fmt: skip
 
 
 def test_the_unpack_flags_as_a_value() -> None:

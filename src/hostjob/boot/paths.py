@@ -132,14 +132,14 @@ def _resolve(done: str, rest: str, seen: dict[str, str | None]) -> tuple[str, bo
             continue
         if candidate in seen:
             target = seen[candidate]
-            if target is None:
-                return join(candidate, rest), False
+            if target is None:  # what is left is kept as written, as a relative path
+                return join(candidate, rest.lstrip("/")), False
             done = target
             continue
         seen[candidate] = None
         done, ok = _resolve(done, posix.readlink(candidate), seen)
         if not ok:
-            return join(done, rest), False
+            return join(done, rest.lstrip("/")), False
         seen[candidate] = done
     return done, True
 

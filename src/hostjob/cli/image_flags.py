@@ -3,7 +3,8 @@ the functions that turn them into the library's values.
 
 ``run``, ``pull``, ``push``, ``import`` and ``pack`` take what they need of these
 (the store commands, ``--store``); ``registry_options`` makes the
-``RegistryOptions`` and ``unpack_limits`` the ``UnpackLimits`` from what was parsed.
+``RegistryOptions``, ``unpack_limits`` the ``UnpackLimits`` and ``trust_options`` the
+``TrustOptions`` from what was parsed.
 
 ``run`` is a runtime command (a bundle, and a cached ``run IMAGE``), so this module
 imports nothing but ``hostjob.cli.args`` at its top: the values' classes, the
@@ -18,7 +19,7 @@ from hostjob.cli.args import FLAG, INT, VALUE, Option
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
-    from hostjob.images.options import RegistryOptions, UnpackLimits
+    from hostjob.images.options import RegistryOptions, TrustOptions, UnpackLimits
     from hostjob.images.store import Store
 
 STORE = Option(
@@ -46,8 +47,10 @@ REGISTRY = (
     Option(
         "authfile",
         VALUE,
-        "the auth file (docker config.json, containers auth.json) with the registry's"
-        " credentials (default: the first of the usual ones that has them)",
+        "the auth file (containers auth.json, docker config.json) with the registry's"
+        " credentials (default: $REGISTRY_AUTH_FILE, else the first of"
+        " $XDG_RUNTIME_DIR/containers/auth.json, ~/.config/containers/auth.json,"
+        " ~/.docker/config.json that has them)",
         metavar="file",
     ),
     Option(
@@ -62,6 +65,26 @@ REGISTRY = (
         VALUE,
         "fail when a registry connection moves less than 64 KiB in this long (default 60s)",
         metavar="duration",
+    ),
+)
+
+# Which images may come in: ``TrustOptions`` (containers-policy.json, registries.d).
+TRUST = (
+    Option(
+        "signature-policy",
+        VALUE,
+        "the signature policy (containers-policy.json) that decides which images may come"
+        " in (default: ~/.config/containers/policy.json if it exists, else"
+        " /etc/containers/policy.json)",
+        metavar="file",
+    ),
+    Option(
+        "registries.d",
+        VALUE,
+        "where registries' signature stores are configured (default:"
+        " ~/.config/containers/registries.d if it exists, else /etc/containers/registries.d)",
+        dest="registries_d",
+        metavar="dir",
     ),
 )
 
@@ -114,6 +137,13 @@ def unpack_limits(args: Args) -> UnpackLimits:
     return UnpackLimits(
         None if size is None else parse_size(size, "--max-image-size"), args.max_image_inodes
     )
+
+
+def trust_options(args: Args) -> TrustOptions:
+    """The ``TRUST`` flags as the library's value."""
+    from hostjob.images.options import TrustOptions
+
+    return TrustOptions(signature_policy=args.signature_policy, registries_d=args.registries_d)
 
 
 def open_store(args: Args) -> Store:

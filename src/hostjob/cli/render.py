@@ -79,9 +79,29 @@ def freed(result: Freed) -> str:
     )
 
 
+def verified(record: dict[str, Any] | None) -> str:
+    """The VERIFIED cell of ``images``: what vouched for the image when it came in
+    (``signedBy`` and a GPG key's long ID, ``sigstoreSigned`` and the start of a key's
+    fingerprint); ``no`` when the policy let it in unverified, ``no policy`` when
+    there was none, ``-`` when it came in before hostjob asked."""
+    if record is None:
+        return "-"
+    if record.get("policy") is None:
+        return "no policy"
+    parts = []
+    for by in record.get("by") or []:
+        if type(by) is not dict:
+            continue
+        key = str(by.get("key", ""))
+        short = key[-16:] if by.get("requirement") == "signedBy" else key[:19]
+        parts.append(f"{by.get('requirement', '?')} {short}")
+    return ", ".join(parts) or "no"
+
+
 def summary_json(row: ImageSummary) -> dict[str, Any]:
     """One image name as ``images --format json`` prints it (sizes in bytes)."""
     out: dict[str, Any] = {"name": row.name, "digest": row.digest, "tagged": row.tagged}
+    out["verified"] = row.verified
     if row.error is not None:
         out["error"] = row.error
         return out
@@ -101,6 +121,7 @@ def details_json(image: ImageDetails) -> dict[str, Any]:
         "platform": image.platform,
         "created": image.created,
         "size": image.size,
+        "verified": image.verified,
         "manifest": image.manifest.to_json(),
         "config": image.config.to_json(),
         "layers": [

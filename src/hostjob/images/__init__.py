@@ -9,7 +9,8 @@ each, lowest first::
 
     reference   parse ``oci:``/``oci-archive:``/``docker-archive:``/registry references
     platforms   the host's platform, ``os/arch[/variant]``, choosing from an index
-    options     what a pull or push is told: ``RegistryOptions``, ``UnpackLimits``
+    options     what a pull or push is told: ``RegistryOptions``, ``UnpackLimits``,
+                ``TrustOptions``
     progress    typed progress events, and their renderers (rich on a tty)
     root        the store's directory: its 0700 check, its layout, locks, JSON files
     content     blobs by digest: verified ingest, read; ``Digester`` (hash and count)
@@ -26,6 +27,8 @@ each, lowest first::
                 deadline of every connection), credentials, auth (the authorizer),
                 session, resolver, fetcher, pusher
     registry    ``RegistryClient`` (those parts together), ``RegistrySource``
+    trust       the signature policy (containers-policy.json), where signatures are
+                found (registries.d, attachments, layouts), their verification
     pull        sources -> content + layers, then a name (``PullResult``)
     push        an image -> a registry (``PushResult``)
     store       ``Store``: the facade over content, layers, names, gc, resolver
@@ -44,14 +47,17 @@ Library verbs (each returns a typed record; the CLI renders it)::
     from hostjob.images.store import Store
     store = Store(root=None)                  # default $HOSTJOB_STORE, else /var/lib/hostjob
     store.pull(ref, *, name=None, platform=None, registry=None, limits=None,
-               progress=None) -> PullResult
+               trust=None, progress=None) -> PullResult
     # registry: options.RegistryOptions(credentials=None, authfile=None,
     #           tls_verify=True, plain_http=False, stall_timeout=60.0)
     # limits:   options.UnpackLimits(max_bytes=None, max_inodes=None)
-    store.import_archive(ref, *, name=None, limits=None, progress=None) -> PullResult
+    # trust:    options.TrustOptions(signature_policy=None, registries_d=None): the
+    #           policy decides before anything is stored (SignatureRejected)
+    store.import_archive(ref, *, name=None, limits=None, trust=None,
+                         progress=None) -> PullResult
                                               # oci:, oci-archive:, docker-archive:
     store.get(ref, *, pull="missing", platform=None, registry=None, limits=None,
-              progress=None) -> ResolvedImage
+              trust=None, progress=None) -> ResolvedImage
     store.resolve(name) -> ResolvedImage      # .config (imagespec.ImageConfig),
                                               # .layer_dirs (bottom first), .id, ...
     store.images() -> list[ImageSummary]
@@ -59,7 +65,7 @@ Library verbs (each returns a typed record; the CLI renders it)::
     store.remove(name, force=False) -> Removed  # rmi: .untagged, .deleted, .freed
     store.prune() -> Freed                      # .bytes, .blobs, .layers
     hostjob.images.push.push(src, dest, *, store_root=None, registry=None,
-               progress=None) -> PushResult
+               trust=None, progress=None) -> PushResult
     hostjob.images.pack.pack(src_dir, to, *, entrypoint=None, ...) -> PackResult
     hostjob.images.run_image.run_image(store, image, flags, *, root, name=None, ...)
                                               # -> (container ID, exit status)

@@ -140,14 +140,34 @@ def split_digest(digest: str) -> tuple[str, str]:
 
 
 def hexdigest(algorithm: str, data: bytes) -> str:
-    """The digest of a small blob, by CPython's built-in sha256/sha512 (no OpenSSL)."""
+    """The digest of a small blob, by CPython's built-in sha256/sha512 (no OpenSSL): the
+    module ``_sha2`` from Python 3.12, ``_sha256`` and ``_sha512`` before."""
     if algorithm in ("sha256", "sha512"):
-        module: Any = __import__(f"_{algorithm}")  # no type stubs for these
+        module: Any  # no type stubs for these
+        try:
+            module = __import__("_sha2")
+        except ModuleNotFoundError:
+            module = __import__(f"_{algorithm}")
         digest: str = getattr(module, algorithm)(data).hexdigest()
         return digest
     import hashlib
 
     return hashlib.new(algorithm, data).hexdigest()
+
+
+def digest_of(raw: bytes, expected: str | None = None, size: int | None = None) -> str:
+    """The digest of a manifest or index read from a source, which must be
+    ``expected`` (and ``size`` bytes long) when given: what a signature policy decides
+    on is what is then stored."""
+    if size is not None and len(raw) != size:
+        raise DigestMismatch(f"manifest {expected} is {len(raw)} bytes, expected {size}")
+    algorithm = (expected or "sha256:").partition(":")[0]
+    if algorithm not in imagespec.DIGEST_ALGORITHMS:
+        raise DigestMismatch(f"unsupported digest {expected!r}")
+    digest = f"{algorithm}:{hexdigest(algorithm, raw)}"
+    if expected is not None and digest != expected:
+        raise DigestMismatch(f"manifest {expected} has digest {digest}")
+    return digest
 
 
 class ContentStore:

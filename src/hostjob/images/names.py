@@ -30,7 +30,7 @@ _HEX = frozenset("0123456789abcdef")
 class NameRecord:
     """What one name points at, and where the image came from."""
 
-    __slots__ = ("config", "index", "manifest", "name", "source", "tagged")
+    __slots__ = ("config", "index", "manifest", "name", "source", "tagged", "verified")
 
     def __init__(
         self,
@@ -41,6 +41,7 @@ class NameRecord:
         index: str | None = None,
         source: str | None = None,
         tagged: str | None = None,
+        verified: dict[str, Any] | None = None,
     ) -> None:
         self.name = name
         self.manifest = manifest  # the manifest digest
@@ -48,6 +49,9 @@ class NameRecord:
         self.index = index  # the index it was chosen from, if any
         self.source = source  # the reference it was pulled or imported from
         self.tagged = tagged  # when, RFC 3339
+        # What the signature policy decided when it came in (``trust.evaluate.Verdict``
+        # as JSON: policy, section, by); None for an image stored before hostjob asked.
+        self.verified = verified
 
     @classmethod
     def from_json(cls, name: str, data: object, what: str) -> NameRecord:
@@ -59,6 +63,7 @@ class NameRecord:
             value = data.get(key)
             return value if type(value) is str else None
 
+        verified = data.get("verified")
         return cls(
             name,
             manifest,
@@ -66,16 +71,20 @@ class NameRecord:
             index=text("index"),
             source=text("source"),
             tagged=text("tagged"),
+            verified=verified if type(verified) is dict else None,
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "manifest": self.manifest,
             "config": self.config,
             "index": self.index,
             "source": self.source,
             "tagged": self.tagged,
         }
+        if self.verified is not None:
+            out["verified"] = self.verified
+        return out
 
     def __repr__(self) -> str:
         return f"NameRecord({self.name!r}, {self.manifest!r})"

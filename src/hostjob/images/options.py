@@ -1,5 +1,6 @@
 """What a pull or a push is told, each as one value passed whole: how to reach a
-registry (``RegistryOptions``) and what one image may unpack to (``UnpackLimits``).
+registry (``RegistryOptions``), what one image may unpack to (``UnpackLimits``) and
+which signature policy decides whether it may come in at all (``TrustOptions``).
 Their defaults are here and nowhere else.
 
 ``hostjob run IMAGE`` builds both before it knows whether anything is to be pulled,
@@ -69,3 +70,33 @@ class UnpackLimits:
 
     def __repr__(self) -> str:
         return f"UnpackLimits(max_bytes={self.max_bytes}, max_inodes={self.max_inodes})"
+
+
+class TrustOptions:
+    """Where the signature policy and the signature stores' configuration are read.
+
+    ``signature_policy``: a ``containers-policy.json(5)`` file; None: the user's
+    ``~/.config/containers/policy.json`` if it exists, else
+    ``/etc/containers/policy.json``, else no policy (images come in unverified, and
+    the command says so once). ``registries_d``: a ``containers-registries.d(5)``
+    directory; None: ``~/.config/containers/registries.d`` if it exists, else
+    ``/etc/containers/registries.d``. The rules are containers/image's, so podman,
+    skopeo and hostjob read the same files (``hostjob.images.trust``)."""
+
+    __slots__ = ("registries_d", "signature_policy")
+
+    def __init__(
+        self, *, signature_policy: str | None = None, registries_d: str | None = None
+    ) -> None:
+        if signature_policy == "":
+            raise InvalidArgument("--signature-policy: empty file name")
+        if registries_d == "":
+            raise InvalidArgument("--registries.d: empty directory name")
+        self.signature_policy = signature_policy
+        self.registries_d = registries_d
+
+    def __repr__(self) -> str:
+        return (
+            f"TrustOptions(signature_policy={self.signature_policy!r},"
+            f" registries_d={self.registries_d!r})"
+        )

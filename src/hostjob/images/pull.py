@@ -2,10 +2,12 @@
 save`` tar) into the store's content and layer cache, then named.
 
 The steps, each a typed progress event (``hostjob.images.progress``): resolve the
-reference to a manifest (choosing from an index by platform), store the manifest
-and config, then fetch and unpack the layers, up to ``WORKERS`` at a time, each
-blob verified (``ContentStore.ingest``) and each layer unpacked once
-(``LayerCache.ensure``), what they unpack to charged to one ``limits.Budget``. The
+reference to a manifest (choosing from an index by platform), ask the signature
+policy (``hostjob.images.trust``: a refused image stops here, before anything of it
+is stored), store the manifest and config, then fetch and unpack the layers, up to
+``WORKERS`` at a time, each blob verified (``ContentStore.ingest``) and each layer
+unpacked once (``LayerCache.ensure``), what they unpack to charged to one
+``limits.Budget``. The
 name is written last: until then the pull holds the gc lease, so prune never removes
 what it wrote, and a pull killed at any point leaves no name and nothing
 half-written. A pull that fails takes back the blobs and layers it added
@@ -20,7 +22,8 @@ from typing import TYPE_CHECKING
 from hostjob.images import imagespec
 from hostjob.images import progress as events
 from hostjob.images import reference as refs
-from hostjob.images.errors import DigestMismatch, ImageError, InvalidReference
+from hostjob.images.content import digest_of
+from hostjob.images.errors import ImageError, InvalidReference
 from hostjob.images.names import NameRecord
 from hostjob.images.resolve import diff_ids, platform_of
 from hostjob.units import rfc3339
@@ -31,9 +34,10 @@ if TYPE_CHECKING:
     from hostjob.images.layers import LayerCache
     from hostjob.images.limits import Budget
     from hostjob.images.names import NameIndex
-    from hostjob.images.options import RegistryOptions, UnpackLimits
+    from hostjob.images.options import RegistryOptions, TrustOptions, UnpackLimits
     from hostjob.images.progress import Progress
     from hostjob.images.sources import Source
+    from hostjob.images.trust.evaluate import Verdict, Verifier
 
 WORKERS = 3  # layers fetched and unpacked at once
 
@@ -51,6 +55,7 @@ class PullResult:
         "name",
         "platform",
         "size",
+        "verdict",
     )
 
     def __init__(
@@ -65,6 +70,7 @@ class PullResult:
         self.layers = 0
         self.blobs_fetched = 0
         self.layers_unpacked = 0
+        self.verdict: Verdict | None = None  # what the signature policy decided
 
     def __repr__(self) -> str:
         return f"PullResult({self.name!r}, {self.digest!r})"
@@ -91,23 +97,34 @@ class Puller:
         platform: str | None = None,
         registry: RegistryOptions | None = None,
         limits: UnpackLimits | None = None,
+        trust: TrustOptions | None = None,
         progress: Progress | None = None,
     ) -> PullResult:
         """Fetch an image from any source ``reference.parse`` accepts (a registry
         reached as ``registry`` says), and name it ``name``, else the reference's own
         name (registry), the name the archive records, or
         ``localhost/<file name>:<tag>``. Its layers may unpack to at most ``limits``
-        (else the store's defaults, ``hostjob.images.limits``)."""
+        (else the store's defaults, ``hostjob.images.limits``); it comes in only if
+        the signature policy ``trust`` names (else the user's or the system's)
+        accepts it."""
         from hostjob.images import platforms
         from hostjob.images.sources import open_source
+        from hostjob.images.trust.evaluate import Verifier
 
         parsed = refs.parse(ref)
         if platform:
             platforms.parse(platform)  # a bad --platform fails before any network
+        verifier = Verifier(trust)  # so does a policy that cannot be read
         source = open_source(parsed, registry)
         try:
             return self.pull_from(
-                source, parsed, name=name, platform=platform, limits=limits, progress=progress
+                source,
+                parsed,
+                name=name,
+                platform=platform,
+                limits=limits,
+                verifier=verifier,
+                progress=progress,
             )
         finally:
             source.close()
@@ -120,11 +137,18 @@ class Puller:
         name: str | None = None,
         platform: str | None = None,
         limits: UnpackLimits | None = None,
+        verifier: Verifier | None = None,
         progress: Progress | None = None,
     ) -> PullResult:
+        """Pull from an open ``source``; ``verifier`` decides whether the image may
+        come in (None: the user's or the system's signature policy)."""
+        from hostjob.images.trust.evaluate import Verifier
+
         added = _Added()
         try:
-            return self._pull(source, ref, added, name, platform, limits, progress)
+            return self._pull(
+                source, ref, added, name, platform, limits, verifier or Verifier(), progress
+            )
         except BaseException:
             # Out of the lease: discard waits for every pull in flight, as prune does.
             self.gc.discard(added.blobs, added.layers)
@@ -138,35 +162,48 @@ class Puller:
         name: str | None,
         platform: str | None,
         limits: UnpackLimits | None,
+        verifier: Verifier,
         progress: Progress | None,
     ) -> PullResult:
         from hostjob.images import platforms
         from hostjob.images.limits import budget as unpack_budget
+        from hostjob.images.trust import scopes
 
         emit = progress or _ignore
         wanted = platforms.parse(platform) if platform else platforms.host()
         emit(events.Event(events.RESOLVING, source.description))
-        raw, media_type, digest = source.top()
-        index_digest = None
+        top, media_type, digest = source.top()
+        top_digest = digest_of(top, digest)
+        media_type = media_type or imagespec.sniff_media_type(top)
+        raw, digest, index_digest = top, top_digest, None
+        if media_type in imagespec.INDEX_TYPES:
+            index_digest = top_digest
+            index = imagespec.decode_blob(imagespec.Index, top, f"index {top_digest}")
+            chosen = platforms.choose(index.manifests or [], wanted)
+            assert chosen.digest is not None
+            raw = source.manifest(chosen)
+            digest = digest_of(raw, chosen.digest, chosen.size)
+            media_type = chosen.media_type or imagespec.sniff_media_type(raw)
+        if media_type not in imagespec.MANIFEST_TYPES:
+            raise ImageError(f"unsupported manifest type {media_type!r}")
+        emit(events.Event(events.RESOLVED, digest))
+        manifest = imagespec.decode_blob(imagespec.Manifest, raw, f"manifest {digest}")
+        config_desc = _check_manifest(manifest, digest)
+        # The policy decides on the manifest (of the platform chosen, as containers/image
+        # does), before any blob of the image is stored.
+        scope = scopes.of(ref)
+        verdict = verifier.require(
+            str(ref),
+            scope,
+            raw,
+            digest,
+            lambda: source.signatures(digest, scope, verifier.registries),
+        )
         with self.gc.lease():
             budget = unpack_budget(self.content.root.path, limits)
-            media_type = media_type or imagespec.sniff_media_type(raw)
-            top_digest = self._save_metadata(raw, digest, added)
-            if media_type in imagespec.INDEX_TYPES:
-                index_digest = top_digest
-                index = imagespec.decode_blob(imagespec.Index, raw, f"index {top_digest}")
-                chosen = platforms.choose(index.manifests or [], wanted)
-                assert chosen.digest is not None
-                raw = source.manifest(chosen)
-                digest = self._save_metadata(raw, chosen.digest, added, chosen.size)
-                media_type = chosen.media_type or imagespec.sniff_media_type(raw)
-            else:
-                digest = top_digest
-            if media_type not in imagespec.MANIFEST_TYPES:
-                raise ImageError(f"unsupported manifest type {media_type!r}")
-            emit(events.Event(events.RESOLVED, digest))
-            manifest = imagespec.decode_blob(imagespec.Manifest, raw, f"manifest {digest}")
-            config_desc = _check_manifest(manifest, digest)
+            self._save_metadata(top, top_digest, added)
+            if index_digest is not None:
+                self._save_metadata(raw, digest, added)
             assert config_desc.digest is not None
             added.blob(self.content, config_desc.digest)
             fetched = self.content.ingest(
@@ -182,6 +219,7 @@ class Puller:
             platforms.check_field("variant", config.variant, f"config {config_desc.digest}")
             image_name = refs.normalize(name or default_name(ref, source))
             result = PullResult(image_name, digest, config_desc.digest, config)
+            result.verdict = verdict
             result.blobs_fetched = int(fetched)
             result.layers = len(manifest.layers or [])
             result.size = sum(layer.size or 0 for layer in manifest.layers or [])
@@ -196,16 +234,13 @@ class Puller:
                     index=index_digest,
                     source=str(ref),
                     tagged=rfc3339(),
+                    verified=verdict.to_json(),
                 )
             )
         emit(events.Event(events.DONE, image_name))
         return result
 
-    def _save_metadata(
-        self, raw: bytes, digest: str | None, added: _Added, size: int | None = None
-    ) -> str:
-        if size is not None and len(raw) != size:
-            raise DigestMismatch(f"manifest {digest} is {len(raw)} bytes, expected {size}")
+    def _save_metadata(self, raw: bytes, digest: str, added: _Added) -> str:
         stored, new = self.content.put(raw, digest)
         if new:
             added.blobs.append(stored)

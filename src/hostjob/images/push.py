@@ -11,6 +11,11 @@ store holds; an index in a layout is refused (name one image).
 
 Credentials follow the registry client's rules (SECURITY.md): they go to the
 registry's own origin and to a token realm it names over HTTPS, never elsewhere.
+
+The signature policy is asked about the image pushed, as ``podman push`` and
+``skopeo copy`` ask it about their source: an archive is decided like an ``import``
+of it, before anything is sent; an image of the store is let through (podman's rule
+for its own storage: the policy decided when the image came in).
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from hostjob.images.content import Readable
-    from hostjob.images.options import RegistryOptions
+    from hostjob.images.options import RegistryOptions, TrustOptions
     from hostjob.images.progress import Progress
+    from hostjob.images.trust.evaluate import Verifier
 
 
 class PushResult:
@@ -96,22 +102,26 @@ def push(
     *,
     store_root: str | None = None,
     registry: RegistryOptions | None = None,
+    trust: TrustOptions | None = None,
     progress: Progress | None = None,
 ) -> PushResult:
     """Push ``src`` (a store image, or an ``oci:``/``oci-archive:``/``docker-archive:``
-    reference) to the registry reference ``dest``, reached as ``registry`` says (else
-    with the defaults)."""
+    reference the signature policy ``trust`` names accepts) to the registry reference
+    ``dest``, reached as ``registry`` says (else with the defaults)."""
     from hostjob.images.options import RegistryOptions
     from hostjob.images.registry import RegistryClient
+    from hostjob.images.trust.evaluate import Verifier
 
     to = target(dest)
     assert to.repository is not None
     emit = progress or _ignore
-    image = _open(src, store_root)
+    image = _open(src, store_root, Verifier(trust))
     try:
         emit(events.Event(events.RESOLVING, to.name))
         options = registry or RegistryOptions()
-        with RegistryClient(to.registry_host, options, domain=to.domain) as client:
+        with RegistryClient(
+            to.registry_host, options, domain=to.domain, repository=to.repository
+        ) as client:
             sent = PushResult(to.name, "")
             for desc in image.blobs():
                 assert desc.digest is not None
@@ -134,18 +144,30 @@ def push(
     return sent
 
 
-def _open(src: str, store_root: str | None) -> _Image:
-    """The image named by ``src``: a local reference's source, else a store image."""
+def _open(src: str, store_root: str | None, verifier: Verifier) -> _Image:
+    """The image named by ``src``: a local reference's source (if the policy accepts
+    it), else a store image."""
     try:
         ref: refs.Reference | None = refs.parse(src)
     except InvalidReference:
         ref = None
     if ref is not None and not ref.is_registry:
+        from hostjob.images.content import digest_of
         from hostjob.images.sources import open_local
+        from hostjob.images.trust import scopes
 
         source = open_local(ref)
         try:
-            raw, media_type, _digest = source.top()
+            raw, media_type, digest = source.top()
+            scope = scopes.of(ref)
+            signed = digest_of(raw, digest)
+            verifier.require(
+                str(ref),
+                scope,
+                raw,
+                signed,
+                lambda: source.signatures(signed, scope, verifier.registries),
+            )
         except BaseException:
             source.close()
             raise

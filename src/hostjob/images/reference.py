@@ -205,8 +205,10 @@ def parse(text: str) -> Reference:
     return parse_name(text)
 
 
-def parse_name(text: str) -> Reference:
-    """Parse a registry reference ``[host[:port]/]path[:tag][@digest]``, with defaults."""
+def parse_name(text: str, default_tag: bool = True) -> Reference:
+    """Parse a registry reference ``[host[:port]/]path[:tag][@digest]``, with defaults;
+    a name with neither tag nor digest gets ``latest`` unless not ``default_tag``
+    (a signature's identity, which means what it says)."""
     original = text
     if not text:
         raise InvalidReference("empty image reference")
@@ -229,7 +231,7 @@ def parse_name(text: str) -> Reference:
     domain, repository = _split_domain(text, original)
     if len(domain) + 1 + len(repository) > NAME_MAX:
         raise InvalidReference(f"repository name must not exceed {NAME_MAX} characters")
-    if tag is None and digest is None:
+    if tag is None and digest is None and default_tag:
         tag = DEFAULT_TAG
     return Reference("docker", domain=domain, repository=repository, tag=tag, digest=digest)
 

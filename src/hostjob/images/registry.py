@@ -24,17 +24,27 @@ if TYPE_CHECKING:
     from hostjob.images.content import Writer
     from hostjob.images.options import RegistryOptions
     from hostjob.images.reference import Reference
+    from hostjob.images.trust.formats import Signature
+    from hostjob.images.trust.registries_d import RegistriesD
+    from hostjob.images.trust.scopes import ImageScope
 
 
 class RegistryClient:
-    """One registry host (``domain``: the name its credentials are filed under),
-    reached as ``options`` say."""
+    """One registry host (``domain``: the name its credentials are filed under, with
+    ``repository``'s namespaces), reached as ``options`` say."""
 
     __slots__ = ("fetcher", "host", "pusher", "resolver", "session")
 
-    def __init__(self, host: str, options: RegistryOptions, *, domain: str | None = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        options: RegistryOptions,
+        *,
+        domain: str | None = None,
+        repository: str | None = None,
+    ) -> None:
         self.host = host
-        self.session = Session(host, options, domain=domain)
+        self.session = Session(host, options, domain=domain, repository=repository)
         self.resolver = ManifestResolver(self.session)
         self.fetcher = BlobFetcher(self.session)
         self.pusher = Pusher(self.session)
@@ -58,7 +68,10 @@ class RegistrySource:
         self.repo = ref.repository
         self.description = ref.name
         self.name_hint: str | None = None
-        self.client = RegistryClient(ref.registry_host, options, domain=ref.domain)
+        self.options = options
+        self.client = RegistryClient(
+            ref.registry_host, options, domain=ref.domain, repository=ref.repository
+        )
 
     def top(self) -> tuple[bytes, str | None, str | None]:
         return self.client.resolver.manifest(self.repo, self.ref.reference)
@@ -70,6 +83,20 @@ class RegistrySource:
 
     def copy_blob(self, desc: imagespec.Descriptor, writer: Writer) -> None:
         self.client.fetcher.fetch(self.repo, desc, writer)
+
+    def signatures(self, digest: str, scope: ImageScope, config: RegistriesD) -> list[Signature]:
+        """The signatures of the manifest ``digest``: simple ones from the lookaside
+        ``config`` names for this repository, sigstore ones attached in the registry
+        when ``config`` enables them (``hostjob.images.trust.stores``)."""
+        from hostjob.images.trust import stores
+
+        base = config.lookaside(scope)
+        found = stores.lookaside(base, self.repo, digest, self.options.stall_timeout)
+        if config.use_sigstore_attachments(scope):
+            found += stores.attachments(
+                self.client.resolver, self.client.fetcher, self.repo, digest
+            )
+        return found
 
     def close(self) -> None:
         self.client.close()

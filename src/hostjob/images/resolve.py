@@ -12,6 +12,8 @@ from hostjob.images.errors import ImageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from hostjob.images import imagespec
     from hostjob.images.content import ContentStore
     from hostjob.images.gc import Collector
@@ -75,12 +77,15 @@ class ImageSummary:
         "platform",
         "size",
         "tagged",
+        "verified",
     )
 
     def __init__(self, name: str, digest: str, tagged: str | None = None) -> None:
         self.name = name
         self.digest = digest  # the manifest digest
         self.tagged = tagged
+        # What the signature policy decided at the pull (``NameRecord.verified``).
+        self.verified: dict[str, Any] | None = None
         self.id: str | None = None  # the config digest
         self.created: str | None = None
         self.platform: str | None = None
@@ -123,6 +128,7 @@ class ImageDetails:
         "names",
         "platform",
         "size",
+        "verified",
     )
 
     def __init__(
@@ -145,6 +151,7 @@ class ImageDetails:
         self.platform = platform_of(config)
         self.created = config.created
         self.size = sum(layer.size or 0 for layer in manifest.layers or [])
+        self.verified: dict[str, Any] | None = None  # per name: the first name's
 
 
 def diff_ids(config: imagespec.ImageConfig, manifest: imagespec.Manifest, digest: str) -> list[str]:
@@ -208,6 +215,7 @@ class Resolver:
 
     def summary(self, record: NameRecord) -> ImageSummary:
         row = ImageSummary(record.name, record.manifest, record.tagged)
+        row.verified = record.verified
         try:
             manifest, config_digest, config = self._read(record.manifest)
         except ImageError as err:
@@ -235,4 +243,6 @@ class Resolver:
             layers.append(LayerInfo(layer.digest, layer.media_type, layer.size, diff_id, path))
         records = self.names.records()
         index = next((records[n].index for n in names if n in records), None)
-        return ImageDetails(names, digest, manifest, config_digest, config, layers, index)
+        details = ImageDetails(names, digest, manifest, config_digest, config, layers, index)
+        details.verified = next((records[n].verified for n in names if n in records), None)
+        return details

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from hostjob.images.content import Readable, Writer
     from hostjob.images.options import RegistryOptions
     from hostjob.images.reference import Reference
+    from hostjob.images.trust.formats import Signature
+    from hostjob.images.trust.registries_d import RegistriesD
+    from hostjob.images.trust.scopes import ImageScope
 
     class Source(Protocol):
         description: str
@@ -32,6 +35,9 @@ if TYPE_CHECKING:
         def top(self) -> tuple[bytes, str | None, str | None]: ...
         def manifest(self, desc: imagespec.Descriptor) -> bytes: ...
         def copy_blob(self, desc: imagespec.Descriptor, writer: Writer) -> None: ...
+        def signatures(
+            self, digest: str, scope: ImageScope, config: RegistriesD
+        ) -> list[Signature]: ...
         def close(self) -> None: ...
 
 
@@ -226,6 +232,10 @@ class LayoutSource:
                     self.name_hint = _name_from_annotations(ann, ref)
                     return desc
             raise ImageNotFound(f"{ref.path}: no image tagged {ref.tag!r}")
+        from hostjob.images.trust.stores import is_signature_entry
+
+        # Signatures a layout carries beside its image are not images to choose from.
+        manifests = [d for d in manifests if not is_signature_entry(d)]
         if len(manifests) != 1:
             tags = sorted(
                 (d.annotations or {}).get(imagespec.ANNOTATION_REF_NAME, d.digest or "?")
@@ -260,6 +270,17 @@ class LayoutSource:
             close = getattr(reader, "close", None)
             if close is not None:
                 close()
+
+    def signatures(self, digest: str, scope: ImageScope, config: RegistriesD) -> list[Signature]:
+        """The sigstore signatures the layout carries for the manifest ``digest``."""
+        from hostjob.images.trust.stores import SIGNATURE_LIMIT, check_digest, from_layout
+
+        def read(blob: str) -> bytes:
+            data = self.files.read(_blob_rel(blob), SIGNATURE_LIMIT)
+            check_digest(data, blob, f"{self.ref.path}: blob {blob}")
+            return data
+
+        return from_layout(read, self.index.manifests or [], digest)
 
     def close(self) -> None:
         self.files.close()
@@ -367,6 +388,10 @@ class DockerArchiveSource:
 
     def copy_blob(self, desc: imagespec.Descriptor, writer: Writer) -> None:
         _copy(self.open_blob(desc), writer)
+
+    def signatures(self, digest: str, scope: ImageScope, config: RegistriesD) -> list[Signature]:
+        """None: a ``docker save`` archive carries no signatures."""
+        return []
 
     def close(self) -> None:
         self.files.close()

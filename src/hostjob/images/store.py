@@ -29,7 +29,7 @@ from hostjob.images.root import StoreRoot
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hostjob.images.gc import Freed, Removed
-    from hostjob.images.options import RegistryOptions, UnpackLimits
+    from hostjob.images.options import RegistryOptions, TrustOptions, UnpackLimits
     from hostjob.images.progress import Progress
     from hostjob.images.pull import PullResult
     from hostjob.images.resolve import ImageDetails, ImageSummary
@@ -61,15 +61,23 @@ class Store:
         platform: str | None = None,
         registry: RegistryOptions | None = None,
         limits: UnpackLimits | None = None,
+        trust: TrustOptions | None = None,
         progress: Progress | None = None,
     ) -> PullResult:
         """Fetch an image from any source (registry or archive) into the store and name
-        it (``hostjob.images.pull.Puller.pull``)."""
+        it, if the signature policy ``trust`` names accepts it
+        (``hostjob.images.pull.Puller.pull``)."""
         from hostjob.images.pull import Puller
 
         puller = Puller(self.content, self.layers, self.names, self.gc)
         return puller.pull(
-            ref, name=name, platform=platform, registry=registry, limits=limits, progress=progress
+            ref,
+            name=name,
+            platform=platform,
+            registry=registry,
+            limits=limits,
+            trust=trust,
+            progress=progress,
         )
 
     def import_archive(
@@ -78,15 +86,17 @@ class Store:
         *,
         name: str | None = None,
         limits: UnpackLimits | None = None,
+        trust: TrustOptions | None = None,
         progress: Progress | None = None,
     ) -> PullResult:
-        """``import``: an ``oci:``, ``oci-archive:`` or ``docker-archive:`` reference."""
+        """``import``: an ``oci:``, ``oci-archive:`` or ``docker-archive:`` reference,
+        if the signature policy accepts it."""
         if refs.parse(ref).is_registry:
             raise InvalidReference(
                 f"{ref!r} is a registry reference; import takes oci:, oci-archive: or"
                 " docker-archive:"
             )
-        return self.pull(ref, name=name, limits=limits, progress=progress)
+        return self.pull(ref, name=name, limits=limits, trust=trust, progress=progress)
 
     def get(
         self,
@@ -96,6 +106,7 @@ class Store:
         platform: str | None = None,
         registry: RegistryOptions | None = None,
         limits: UnpackLimits | None = None,
+        trust: TrustOptions | None = None,
         progress: Progress | None = None,
     ) -> ResolvedImage:
         """The image ``hostjob run IMAGE`` means, pulled per ``--pull always|missing|never``.
@@ -103,7 +114,8 @@ class Store:
         ``ref`` may be a store name, an image ID (prefix), a registry reference, or a
         local ``oci:``/``oci-archive:``/``docker-archive:`` one (always imported: it is
         local, and content already in the store is not copied again). ``platform``,
-        ``registry`` and ``limits`` are the pull's.
+        ``registry``, ``limits`` and ``trust`` are the pull's: an image already in the
+        store is not verified again (the policy decided when it came in).
         """
         if pull not in PULL_POLICIES:
             raise InvalidArgument(f"--pull {pull!r}: expected always, missing or never")
@@ -114,7 +126,12 @@ class Store:
                 if pull == "never":
                     raise ImageNotFound(f"no such image: {ref} (and --pull never)") from err
         pulled = self.pull(
-            ref, platform=platform, registry=registry, limits=limits, progress=progress
+            ref,
+            platform=platform,
+            registry=registry,
+            limits=limits,
+            trust=trust,
+            progress=progress,
         )
         return self.resolve(pulled.name)
 

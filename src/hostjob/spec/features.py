@@ -1,6 +1,9 @@
 """The runtime-spec features document (``hostjob features``): what hostjob
 honours, stated honestly — no namespaces, seccomp but no AppArmor/SELinux, both
-cgroup versions."""
+cgroup versions and the systemd driver — with the keys runc 1.3's has. containerd
+2.x's shim reads the document: its CRI offers recursive read-only mounts only to a
+runtime whose ``mountOptions`` has ``rro``, user namespaces only to one with ``idmap``
+enabled and a ``user`` namespace, and hostjob lists neither."""
 
 from __future__ import annotations
 
@@ -39,10 +42,12 @@ def features() -> dict[str, Any]:
             # namespaces are accepted with a warning.
             "namespaces": [],
             "capabilities": list(CAP_NAMES),
+            # --systemd-cgroup: the job is a transient scope systemd knows (not as a user's
+            # manager: no systemdUser)
             "cgroup": {
                 "v1": True,
                 "v2": True,
-                "systemd": False,
+                "systemd": True,
                 "systemdUser": False,
                 "rdma": False,
             },

@@ -116,6 +116,7 @@ class Process(Model):
         "console_size",
         "cwd",
         "env",
+        "exec_cpu_affinity",
         "io_priority",
         "no_new_privileges",
         "oom_score_adj",
@@ -140,6 +141,7 @@ class Process(Model):
     scheduler: Scheduler | None
     selinux_label: str | None
     io_priority: IOPriority | None
+    exec_cpu_affinity: dict[str, Any] | None
     FIELDS = (
         ("terminal", "terminal", boolean),
         ("consoleSize", "console_size", model(Box)),
@@ -156,6 +158,7 @@ class Process(Model):
         ("scheduler", "scheduler", model(Scheduler)),
         ("selinuxLabel", "selinux_label", string),
         ("ioPriority", "io_priority", model(IOPriority)),
+        ("execCPUAffinity", "exec_cpu_affinity", json_object),
     )
 
 
@@ -265,8 +268,10 @@ class Linux(Model):
         "gid_mappings",
         "intel_rdt",
         "masked_paths",
+        "memory_policy",
         "mount_label",
         "namespaces",
+        "net_devices",
         "personality",
         "readonly_paths",
         "resources",
@@ -291,6 +296,8 @@ class Linux(Model):
     mount_label: str | None
     intel_rdt: dict[str, Any] | None
     personality: dict[str, Any] | None
+    net_devices: dict[str, Any] | None
+    memory_policy: dict[str, Any] | None
     FIELDS = (
         ("uidMappings", "uid_mappings", list_of(model(IDMapping))),
         ("gidMappings", "gid_mappings", list_of(model(IDMapping))),
@@ -307,6 +314,8 @@ class Linux(Model):
         ("mountLabel", "mount_label", string),
         ("intelRdt", "intel_rdt", json_object),
         ("personality", "personality", json_object),
+        ("netDevices", "net_devices", json_object),
+        ("memoryPolicy", "memory_policy", json_object),
     )
 
 

@@ -19,16 +19,10 @@ from __future__ import annotations
 from hostjob import log
 from hostjob.boot import paths
 from hostjob.errors import ConfigError, NotAJobContainer
-from hostjob.specconv import isolation
+from hostjob.specconv import isolation, pods
 from hostjob.specconv.jobconfig import Hook, JobConfig, ProcessConfig, Rlimit, merge_resources
-from hostjob.specconv.pods import (
-    ANNOTATION_POD_NAMESPACES,
-    default_mount_mode,
-    is_cri,
-    is_job_container,
-    pod_namespaces,
-    with_pod_default,
-)
+from hostjob.specconv.pods import default_mount_mode, is_cri, is_job_container, pod_namespaces
+from hostjob.specconv.refused import refuse_linux_fields, refuse_process_fields
 from hostjob.specconv.volumes import volumes
 
 TYPE_CHECKING = False
@@ -60,7 +54,7 @@ DEFAULT_FLAGS = {
     ANNOTATION_MOUNT_MODE: "--default-mount-mode",
     ANNOTATION_MOUNT_POINT: "--default-rootfs-mount-point",
     ANNOTATION_INHERIT_USER: "--default-inherit-user",
-    ANNOTATION_POD_NAMESPACES: "--default-pod-namespaces",
+    pods.ANNOTATION_POD_NAMESPACES: "--default-pod-namespaces",
 }
 
 
@@ -126,9 +120,8 @@ def to_job_config(
 
     defaults = defaults or {}
     annotations = dict(spec.annotations or {})
-    # the pod decisions read the operator's default for the pod's namespaces; the job
-    # keeps the annotations as the config has them
-    for_pod = with_pod_default(annotations, defaults.get(ANNOTATION_POD_NAMESPACES))
+    # pod decisions read the operator's default too; the job keeps the config's own
+    for_pod = pods.with_pod_default(annotations, defaults.get(pods.ANNOTATION_POD_NAMESPACES))
     if not is_job_container(for_pod):
         # The library's answer: the hostjob command's create hands it over instead.
         raise NotAJobContainer(
@@ -136,6 +129,7 @@ def to_job_config(
             " real OCI runtime through `hostjob create` (mixed pods)"
         )
     _refuse_unsupported(spec)
+    refuse_linux_fields(spec.linux or wire.Linux(), spec.mounts or [])
     _warn_ignored(spec)
     rootfs = rootfs_of(spec, bundle)
     assert spec.root is not None
@@ -236,6 +230,8 @@ _IGNORED: tuple[tuple[str, str], ...] = (
     ("linux.readonly_paths", "linux.readonlyPaths"),
     ("linux.devices", "linux.devices"),
     ("linux.mount_label", "linux.mountLabel"),
+    ("linux.time_offsets", "linux.timeOffsets"),
+    ("linux.net_devices", "linux.netDevices"),
     ("process.apparmor_profile", "process.apparmorProfile"),
     ("process.selinux_label", "process.selinuxLabel"),
 )
@@ -340,6 +336,7 @@ def process_config(process: wire.Process, path: str) -> ProcessConfig:
 
     if not process.args:
         raise ConfigError("args must name the program to run", f"{path}.args")
+    refuse_process_fields(process, path)
     for i, entry in enumerate(process.env or []):
         if "=" not in entry:
             raise ConfigError(f"{entry!r} is not KEY=VALUE", f"{path}.env[{i}]")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import os
 import posixpath
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,11 @@ def link_tree(tmp_path: Path) -> Path:
     return tmp_path
 
 
+# Through a loop of links, interpreters differ: 3.11 and 3.12 made what follows the loop
+# absolute when an empty part came next (`loop1//abs` gave `/abs`), 3.13 goes on resolving
+# the loop's parts. hostjob's answer there, the same on every one, is pinned below.
+THROUGH_A_LOOP = re.compile(r"(^|/)(loop1|self)(/|$)")
+
 NAMES = ["abs", "rel", "chain", "up", "d", "e", "back", "f", "..", ".", "loop1", "self",
          "dangling", "root", "missing", "", "tmp"]  # fmt: skip
 
@@ -79,6 +85,8 @@ def test_realpath_matches_os_path_on_a_tree_of_links(
         for names in itertools.product(NAMES, repeat=depth):
             rel = "/".join(names)
             for path in (f"{link_tree}/{rel}", rel, f"{link_tree}//{rel}/"):
+                if THROUGH_A_LOOP.search(path):
+                    continue
                 assert paths.realpath(path) == os.path.realpath(path), path
                 checked += 1
     assert checked > 10_000
@@ -87,6 +95,11 @@ def test_realpath_matches_os_path_on_a_tree_of_links(
 def test_realpath_of_a_loop_stops_where_it_loops(link_tree: Path) -> None:
     loop = str(link_tree / "loop1" / "x")
     assert paths.realpath(loop) == os.path.realpath(loop) == f"{link_tree}/loop1/x"
+    # what follows the loop stays under it, an empty part or not: never the root's
+    for rest, kept in (("abs", "abs"), ("/abs", "abs"), ("//abs/", "abs"), ("d/../f", "f")):
+        assert paths.realpath(f"{link_tree}/loop1/{rest}") == f"{link_tree}/loop1/{kept}"
+    assert paths.realpath(f"{link_tree}//loop1//") == f"{link_tree}/loop1"
+    assert paths.realpath(f"{link_tree}/self/y") == f"{link_tree}/self/x/y"
 
 
 def test_existence_and_kind_match_os_path(link_tree: Path) -> None:

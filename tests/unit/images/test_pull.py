@@ -8,11 +8,21 @@ from pathlib import Path
 import pytest
 
 from hostjob.images import progress
-from hostjob.images.errors import DigestMismatch
+from hostjob.images.errors import DigestMismatch, SignatureRejected
+from hostjob.images.options import TrustOptions
 from hostjob.images.pull import PullResult, default_name
 from hostjob.images.reference import parse
 from hostjob.images.store import Store
 from tests.fixtures.images import digest_of, write_layout
+from tests.fixtures.signing import (
+    SIGSTORE,
+    SigstoreKey,
+    attach_to_layout,
+    only,
+    payload,
+    sigstore_signed,
+    write_policy,
+)
 from tests.fixtures.tars import entry, make_tar
 
 LAYERS = [make_tar([entry(f"l{i}", data=b"%d" % i)]) for i in range(4)]
@@ -68,3 +78,47 @@ def test_a_failed_pull_names_nothing(store: Store, tmp_path: Path) -> None:
     with pytest.raises(DigestMismatch):
         store.pull(f"oci:{path}")
     assert store.images() == []
+
+
+def test_a_refused_image_leaves_nothing_in_the_store(store: Store, tmp_path: Path) -> None:
+    layout = tmp_path / "img"
+    write_layout(str(layout), LAYERS, tag="v1")
+    policy = write_policy(tmp_path / "policy.json", {"default": [{"type": "reject"}]})
+    trust = TrustOptions(signature_policy=str(policy))
+    with pytest.raises(SignatureRejected, match=r"rejected by the signature policy .* \(default\)"):
+        store.pull(f"oci:{layout}:v1", trust=trust)
+    assert store.images() == []
+    blobs = Path(store.root, "blobs")
+    assert not blobs.exists() or not any(p.is_file() for p in blobs.rglob("*"))
+    assert not any(Path(store.root).rglob("layer.json"))
+
+
+def test_the_verdict_is_kept_with_the_name(store: Store, tmp_path: Path) -> None:
+    """A layout signed as cosign save writes it: its one image and the signatures."""
+    layout = tmp_path / "img"
+    digest = write_layout(str(layout), LAYERS[:1], tag=None)
+    key = SigstoreKey(tmp_path)
+    data = payload(digest, "reg.example.com/tools/app:v1", SIGSTORE)
+    attach_to_layout(layout, [(data, key.sign(data))])
+    rule = {"type": "exactReference", "dockerReference": "reg.example.com/tools/app:v1"}
+    policy = write_policy(
+        tmp_path / "policy.json",
+        only("oci", str(tmp_path), sigstore_signed(key, signedIdentity=rule)),
+    )
+    result = store.pull(f"oci:{layout}", trust=TrustOptions(signature_policy=str(policy)))
+    assert result.verdict is not None and result.verdict.by[0]["requirement"] == "sigstoreSigned"
+    (row,) = store.images()
+    assert row.verified == {
+        "policy": str(policy),
+        "section": f"transports.oci[{tmp_path}]",
+        "by": [{"requirement": "sigstoreSigned", "key": result.verdict.by[0]["key"]}],
+    }
+    assert store.inspect(row.name).verified == row.verified
+    other = SigstoreKey(tmp_path, "other")
+    forged = write_policy(
+        tmp_path / "forged.json",
+        only("oci", str(tmp_path), sigstore_signed(other, signedIdentity=rule)),
+    )
+    with pytest.raises(SignatureRejected, match="verification failed"):
+        store.pull(f"oci:{layout}", name="x/y:z", trust=TrustOptions(signature_policy=str(forged)))
+    assert [r.name for r in store.images()] == [row.name]

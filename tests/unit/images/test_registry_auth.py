@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 
 import pytest
 
@@ -11,7 +12,12 @@ from hostjob.images.errors import RegistryError
 from hostjob.images.options import RegistryOptions
 from hostjob.images.remotes import fetcher
 from hostjob.images.remotes.auth import parse_challenges
-from hostjob.images.remotes.credentials import find_credentials, load_auths, parse_creds
+from hostjob.images.remotes.credentials import (
+    auth_files,
+    find_credentials,
+    load_auths,
+    parse_creds,
+)
 from hostjob.images.remotes.session import Session
 
 
@@ -106,6 +112,50 @@ def test_docker_config_lookup_order(tmp_path, monkeypatch):
     )
     monkeypatch.setenv("REGISTRY_AUTH_FILE", auth_file)
     assert find_credentials("r.io") == ("podman", "2")
+
+
+def test_podmans_order_of_auth_files(tmp_path, monkeypatch):
+    """--creds, then (--authfile or $REGISTRY_AUTH_FILE alone, else) the runtime
+    auth.json, ~/.config's, docker's config.json, ~/.dockercfg: the first that has an
+    entry for the image, its most specific key first."""
+    home, runtime = tmp_path / "home", tmp_path / "run"
+    for key in ("REGISTRY_AUTH_FILE", "DOCKER_CONFIG", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+
+    def entry(user):
+        return {"username": user, "password": "x"}
+
+    (home / ".config" / "containers").mkdir(parents=True)
+    (home / ".docker").mkdir()
+    (runtime / "containers").mkdir(parents=True)
+    (home / ".dockercfg").write_text(
+        json.dumps({"https://legacy.io/v1/": {"auth": base64.b64encode(b"legacy:x").decode()}})
+    )
+    write(
+        home / ".docker" / "config.json",
+        {"auths": {"r.io": entry("docker"), "legacy.io": entry("docker")}},
+    )
+    assert find_credentials("legacy.io") == ("docker", "x")
+    write(home / ".config" / "containers" / "auth.json", {"auths": {"r.io": entry("config")}})
+    assert find_credentials("r.io", repository="org/app") == ("config", "x")
+    write(
+        runtime / "containers" / "auth.json",
+        {"auths": {"r.io/org": entry("org"), "r.io": entry("runtime")}},
+    )
+    assert find_credentials("r.io", repository="org/app") == ("org", "x")
+    assert find_credentials("r.io", repository="orgx/app") == ("runtime", "x")
+    assert find_credentials("none.io") is None
+    (home / ".docker" / "config.json").unlink()
+    assert find_credentials("legacy.io") == ("legacy", "x")  # the legacy file, cut to its host
+    given = write(tmp_path / "given.json", {"auths": {"other.io": entry("given")}})
+    assert find_credentials("r.io", given) is None  # a given file is the only one read
+    monkeypatch.setenv("REGISTRY_AUTH_FILE", given)
+    assert find_credentials("other.io") == ("given", "x")
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    monkeypatch.delenv("REGISTRY_AUTH_FILE")
+    assert auth_files()[0] == (f"/run/containers/{os.getuid()}/auth.json", False)
 
 
 def test_bad_docker_config(tmp_path):

@@ -203,6 +203,9 @@ IGNORED = [
     ("linux.readonlyPaths", {"linux": {"readonlyPaths": ["/proc/sys"]}}),
     ("linux.devices", {"linux": {"devices": [{"type": "c", "path": "/dev/x"}]}}),
     ("linux.mountLabel", {"linux": {"mountLabel": "system_u:object_r:x"}}),
+    # runtime-spec 1.1 and 1.2: the time namespace's offsets, devices moved into the network one
+    ("linux.timeOffsets", {"linux": {"timeOffsets": {"monotonic": {"secs": 10}}}}),
+    ("linux.netDevices", {"linux": {"netDevices": {"eth1": {"name": "net1"}}}}),
     ("process.apparmorProfile", {"process": {"apparmorProfile": "p"}}),
     ("process.selinuxLabel", {"process": {"selinuxLabel": "l"}}),
 ]
@@ -284,6 +287,53 @@ def test_hyperv_with_a_job_container_is_refused() -> None:
     windows = {"hyperv": {}, "jobContainer": {}}
     refused(base_config(windows=windows), "windows.hyperv", "Hyper-V")
     convert(base_config(windows={"hyperv": {}}))  # without jobContainer: nothing to refuse
+
+
+# runtime-spec 1.1-1.3 fields a job container does not apply: refused with their JSON path
+NOT_APPLIED = [
+    ("process.scheduler", {"process": {"scheduler": {"policy": "SCHED_BATCH"}}}, "scheduling"),
+    ("process.ioPriority", {"process": {"ioPriority": {"class": "IOPRIO_CLASS_IDLE"}}}, "I/O"),
+    ("process.execCPUAffinity", {"process": {"execCPUAffinity": {"final": "0"}}}, "affinity"),
+    ("linux.intelRdt", {"linux": {"intelRdt": {"closID": "guaranteed_group"}}}, "RDT"),
+    ("linux.personality", {"linux": {"personality": {"domain": "LINUX32"}}}, "LINUX32"),
+    ("linux.personality", {"linux": {"personality": {"domain": "LINUX", "flags": ["x"]}}}, "flags"),
+    (
+        "linux.memoryPolicy",
+        {"linux": {"memoryPolicy": {"mode": "MPOL_BIND", "nodes": "0"}}},
+        "NUMA",
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "extra", "words"), NOT_APPLIED)
+def test_newer_fields_not_applied_are_refused(path: str, extra: dict[str, Any], words: str) -> None:
+    config = base_config()
+    for key, value in extra.items():
+        config[key] = {**config.get(key, {}), **value}
+    refused(config, path, words)
+
+
+def test_newer_process_fields_are_refused_for_exec_too() -> None:
+    with pytest.raises(ConfigError) as caught:
+        proc(scheduler={"policy": "SCHED_OTHER", "nice": 5})
+    assert caught.value.path == "process.scheduler"
+
+
+def test_the_linux_domain_without_flags_is_given(logged: list[tuple[str, str]]) -> None:
+    config = base_config(linux={"personality": {"domain": "LINUX"}})
+    assert convert(config).process.args == ["true"]
+    assert logged == []
+
+
+def test_an_idmapped_mount_is_refused() -> None:
+    mapping = [{"containerID": 0, "hostID": 100000, "size": 65536}]
+    mount = {"destination": "/data", "type": "bind", "source": "/srv", "options": ["rbind"]}
+    refused(
+        base_config(mounts=[{**mount, "uidMappings": mapping}]), "mounts[0].uidMappings", "idmap"
+    )
+    refused(
+        base_config(mounts=[{**mount, "gidMappings": mapping}]), "mounts[0].gidMappings", "idmap"
+    )
 
 
 # --- annotations ------------------------------------------------------------------------------

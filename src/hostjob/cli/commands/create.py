@@ -18,6 +18,9 @@ CREATE_OPTIONS = (
     Option("console-socket", VALUE, "unix socket that receives the pty master", metavar="path"),
     Option("pid-file", VALUE, "write the process's pid here", metavar="path"),
     Option("preserve-fds", INT, "pass N extra fds (3..3+N-1) to the process", default=0),
+    Option(
+        "pidfd-socket", VALUE, "unix socket that receives a pidfd of the process", metavar="path"
+    ),
     Option("no-pivot", FLAG, "accepted for runc compatibility (no pivot_root happens)"),
     Option("no-new-keyring", FLAG, "accepted for runc compatibility (no keyring is made)"),
 )
@@ -44,6 +47,7 @@ def run(args: Args, ctx: Context) -> int:
             options=CreateOptions(
                 pid_file=args.pid_file,
                 console_socket=args.console_socket,
+                pidfd_socket=args.pidfd_socket,
                 preserve_fds=args.preserve_fds,
                 systemd_cgroup=ctx.systemd_cgroup,
                 auto_user_range=ctx.auto_user_range,
@@ -75,6 +79,8 @@ def runtime_flags(args: Args) -> list[str]:
         flags += ["--pid-file", args.pid_file]
     if args.preserve_fds:
         flags += ["--preserve-fds", str(args.preserve_fds)]
+    if args.pidfd_socket:
+        flags += ["--pidfd-socket", args.pidfd_socket]
     if args.no_pivot:
         flags.append("--no-pivot")
     if args.no_new_keyring:

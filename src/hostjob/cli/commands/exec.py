@@ -24,6 +24,7 @@ COMMAND = Command(
         Option("tty,t", FLAG, "allocate a pseudo-TTY"),
         Option("console-socket", VALUE, "unix socket that receives the pty master", metavar="path"),
         Option("detach,d", FLAG, "return once the process runs"),
+        Option("pidfd-socket", VALUE, "unix socket that receives a pidfd of the process"),
         Option("pid-file", VALUE, "write the process's pid here", metavar="path"),
         Option("preserve-fds", INT, "pass N extra fds (3..3+N-1)", default=0),
         Option("no-new-privs", FLAG, "set no_new_privs for the process"),
@@ -72,6 +73,7 @@ def run(args: Args, ctx: Context) -> int:
             detach=args.detach,
             pid_file=args.pid_file,
             console_socket=args.console_socket,
+            pidfd_socket=args.pidfd_socket,
             preserve_fds=args.preserve_fds,
         ),
     )

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from hostjob.cli.args import FLAG, VALUE, Command, Option
 from hostjob.cli.image_flags import STORE, open_store
-from hostjob.cli.render import ago, short_id, summary_json, table, to_json
+from hostjob.cli.render import ago, short_id, summary_json, table, to_json, verified
 from hostjob.errors import InvalidArgument
 from hostjob.units import human_size
 
@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 COMMAND = Command(
     "images",
-    "List the images in the store: NAME, ID, SIZE (compressed layers), CREATED, PLATFORM.",
+    "List the images in the store: NAME, ID, SIZE (compressed layers), CREATED, PLATFORM,"
+    " VERIFIED (what the signature policy checked when it came in).",
     options=(
         STORE,
         Option("format,f", VALUE, "table or json", default="table"),
@@ -40,7 +41,7 @@ def run(args: Args, ctx: Context) -> int:
     if args.format == "json":
         print(to_json([summary_json(row) for row in rows]))
         return 0
-    cells = [("NAME", "ID", "SIZE", "CREATED", "PLATFORM")]
+    cells = [("NAME", "ID", "SIZE", "CREATED", "PLATFORM", "VERIFIED")]
     cells += [
         (
             row.name,
@@ -48,6 +49,7 @@ def run(args: Args, ctx: Context) -> int:
             human_size(row.size),
             ago(row.created),
             row.platform or (f"broken: {row.error}" if row.error is not None else "-"),
+            verified(row.verified),
         )
         for row in rows
     ]

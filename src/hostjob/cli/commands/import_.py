@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hostjob.cli.args import VALUE, Command, Option
-from hostjob.cli.image_flags import QUIET, STORE, UNPACK, open_store, unpack_limits
+from hostjob.cli.image_flags import (
+    QUIET,
+    STORE,
+    TRUST,
+    UNPACK,
+    open_store,
+    trust_options,
+    unpack_limits,
+)
 
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
@@ -20,6 +28,7 @@ COMMAND = Command(
         Option("name", VALUE, "name the image (default: the name the archive records)"),
         QUIET,
         *UNPACK,
+        *TRUST,
     ),
     positionals=("reference",),
 )
@@ -28,12 +37,12 @@ COMMAND = Command(
 def run(args: Args, ctx: Context) -> int:
     from hostjob.images import progress
 
-    limits = unpack_limits(args)
+    limits, trust = unpack_limits(args), trust_options(args)
     store = open_store(args)
     render = progress.renderer(quiet=args.quiet)
     try:
         info = store.import_archive(
-            args.reference, name=args.name or None, limits=limits, progress=render
+            args.reference, name=args.name or None, limits=limits, trust=trust, progress=render
         )
     finally:
         progress.close(render)

@@ -10,9 +10,11 @@ from hostjob.cli.image_flags import (
     QUIET,
     REGISTRY,
     STORE,
+    TRUST,
     UNPACK,
     open_store,
     registry_options,
+    trust_options,
     unpack_limits,
 )
 
@@ -24,7 +26,7 @@ COMMAND = Command(
     "pull",
     "Pull an image ([docker://]host/name[:tag|@digest], or oci:/oci-archive:/docker-archive:)"
     " into the store; print its name, then its ID.",
-    options=(STORE, PLATFORM, *REGISTRY, QUIET, *UNPACK),
+    options=(STORE, PLATFORM, *REGISTRY, *TRUST, QUIET, *UNPACK),
     positionals=("image",),
 )
 
@@ -32,7 +34,7 @@ COMMAND = Command(
 def run(args: Args, ctx: Context) -> int:
     from hostjob.images import progress
 
-    registry, limits = registry_options(args), unpack_limits(args)
+    registry, limits, trust = registry_options(args), unpack_limits(args), trust_options(args)
     store = open_store(args)
     render = progress.renderer(quiet=args.quiet)
     try:
@@ -41,6 +43,7 @@ def run(args: Args, ctx: Context) -> int:
             platform=args.platform,
             registry=registry,
             limits=limits,
+            trust=trust,
             progress=render,
         )
     finally:

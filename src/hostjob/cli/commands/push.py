@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hostjob.cli.args import Command
-from hostjob.cli.image_flags import QUIET, REGISTRY, STORE, registry_options
+from hostjob.cli.image_flags import QUIET, REGISTRY, STORE, TRUST, registry_options, trust_options
 
 if TYPE_CHECKING:
     from hostjob.cli.args import Args
@@ -15,7 +15,7 @@ COMMAND = Command(
     "push",
     "Push an image (a store name or ID, or oci:/oci-archive:/docker-archive:) to a registry"
     " at [docker://]host[:port]/name[:tag]; print its manifest digest.",
-    options=(STORE, *REGISTRY, QUIET),
+    options=(STORE, *REGISTRY, *TRUST, QUIET),
     positionals=("image", "destination"),
 )
 
@@ -24,7 +24,7 @@ def run(args: Args, ctx: Context) -> int:
     from hostjob.images import progress
     from hostjob.images.push import push
 
-    registry = registry_options(args)
+    registry, trust = registry_options(args), trust_options(args)
     render = progress.renderer(quiet=args.quiet)
     try:
         result = push(
@@ -32,6 +32,7 @@ def run(args: Args, ctx: Context) -> int:
             args.destination,
             store_root=args.store or None,
             registry=registry,
+            trust=trust,
             progress=render,
         )
     finally:

@@ -23,9 +23,11 @@ from hostjob.cli.image_flags import (
     QUIET,
     REGISTRY,
     STORE,
+    TRUST,
     UNPACK,
     open_store,
     registry_options,
+    trust_options,
     unpack_limits,
 )
 from hostjob.errors import InvalidArgument
@@ -79,6 +81,7 @@ IMAGE_OPTIONS = (
     STORE,
     PLATFORM,
     *REGISTRY,
+    *TRUST,
     *UNPACK,
     QUIET,
     Option("restart", VALUE, "with -d: no (default), on-failure[:N] or always"),
@@ -118,6 +121,7 @@ def _create_options(args: Args, ctx: Context) -> CreateOptions:
     return CreateOptions(
         pid_file=args.pid_file,
         console_socket=args.console_socket,
+        pidfd_socket=args.pidfd_socket,
         preserve_fds=args.preserve_fds,
         systemd_cgroup=ctx.systemd_cgroup,
         auto_user_range=ctx.auto_user_range,
@@ -174,9 +178,9 @@ def _foreground_command(args: Args, store: str, image: str) -> list[str]:
 
 
 def _absolute(dest: str, value: str) -> str:
-    """An ``--env-file``, ``--authfile``, or a ``--volume`` or ``--secret`` source as an
-    absolute path (a unit runs in /)."""
-    if dest in ("env_file", "authfile"):
+    """An ``--env-file``, ``--authfile``, ``--signature-policy``, ``--registries.d``, or
+    a ``--volume`` or ``--secret`` source as an absolute path (a unit runs in /)."""
+    if dest in ("env_file", "authfile", "signature_policy", "registries_d"):
         return paths.abspath(value)
     if dest in ("volume", "secret") and ":" in value:
         source, rest = value.split(":", 1)
@@ -220,7 +224,7 @@ def _run_image(args: Args, ctx: Context) -> int:
         validate_id(args.name)
     daemon = _daemon_config(args)
     # --creds off the command line before the pull, and before the job is forked.
-    registry, limits = registry_options(args), unpack_limits(args)
+    registry, limits, trust = registry_options(args), unpack_limits(args), trust_options(args)
     # systemd's socket is hostjob run's (generate systemd: Type=notify), never the job's.
     notify_socket = popenv("NOTIFY_SOCKET")
     store = open_store(args)
@@ -232,6 +236,7 @@ def _run_image(args: Args, ctx: Context) -> int:
             platform=args.platform,
             registry=registry,
             limits=limits,
+            trust=trust,
             progress=render,
         )
     finally:

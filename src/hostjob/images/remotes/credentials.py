@@ -1,11 +1,18 @@
 """Where a registry's credentials come from, and keeping them out of argv.
 
-``--creds USER:PASSWORD``, ``--creds -`` (that line read from stdin), else the
-``auths`` of the first auth file found: the containers ``auth.json``
-(``$REGISTRY_AUTH_FILE``, ``$XDG_RUNTIME_DIR/containers``), then the docker
-``config.json`` (``$DOCKER_CONFIG``, ``~/.docker``), or the one file ``--authfile``
-names. An entry holds a base64 ``auth`` or ``username``/``password``; its key may
-carry a scheme and a path (``https://index.docker.io/v1/``).
+``--creds USER:PASSWORD`` or ``--creds -`` (that line read from stdin) first; else the
+``auths`` of the first auth file that has an entry for the image, in podman's order
+(containers-auth.json(5)): the one file ``--authfile`` names, else the one
+``$REGISTRY_AUTH_FILE`` names, else ``$XDG_RUNTIME_DIR/containers/auth.json``
+(``/run/containers/$UID/auth.json`` without it),
+``$XDG_CONFIG_HOME/containers/auth.json`` (``~/.config``), the docker ``config.json``
+(``$DOCKER_CONFIG``, ``~/.docker``) and the legacy ``~/.dockercfg``.
+
+An entry holds a base64 ``auth`` or ``username``/``password``. Its key is a registry
+(``quay.io``; a key with a scheme is cut to its host, as ``docker login`` wrote
+``https://index.docker.io/v1/``) or a namespace of one (``quay.io/org``,
+``quay.io/org/app``): the most specific key that contains the image wins, in each file.
+Credential helpers (``credHelpers``, ``credsStore``) are not run.
 
 A process's arguments are world-readable (``/proc/PID/cmdline``), so credentials
 given as ``--creds USER:PASSWORD`` are overwritten in the process's own argument
@@ -29,45 +36,56 @@ from hostjob.images.errors import RegistryError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-DOCKER_HUB_KEYS = (
-    "https://index.docker.io/v1/",
-    "index.docker.io",
-    "docker.io",
-    "registry-1.docker.io",
-)
+DOCKER_HUB = "index.docker.io"  # the key docker login files Docker Hub under
+_DOCKER_HUB_NAMES = ("docker.io", "registry-1.docker.io", DOCKER_HUB)
 
 
-def _registry_key(key: str) -> str:
-    """``https://host:port/v2/`` -> ``host:port``."""
+def _normalize_registry(key: str) -> str:
+    return DOCKER_HUB if key in _DOCKER_HUB_NAMES else key
+
+
+def normalize_key(key: str, legacy: bool = False) -> str:
+    """An auth file's key as it is matched: ``https://host:port/v2/`` -> ``host:port``;
+    a key without a scheme keeps its namespace (``quay.io/org``), but in the legacy
+    ``.dockercfg``; Docker Hub's names are one."""
     key = key.strip()
-    for prefix in ("https://", "http://"):
-        if key.startswith(prefix):
-            key = key[len(prefix) :]
-    return key.split("/", 1)[0]
+    stripped = key.removeprefix("http://").removeprefix("https://")
+    if legacy or stripped != key:
+        stripped = stripped.split("/", 1)[0]
+    return _normalize_registry(stripped)
 
 
-def config_paths() -> list[str]:
-    """Where credentials are looked for, in order."""
-    paths = []
-    if os.environ.get("REGISTRY_AUTH_FILE"):
-        paths.append(os.environ["REGISTRY_AUTH_FILE"])
-    if os.environ.get("XDG_RUNTIME_DIR"):
-        paths.append(os.path.join(os.environ["XDG_RUNTIME_DIR"], "containers", "auth.json"))
-    docker_dir = os.environ.get("DOCKER_CONFIG") or os.path.join(os.path.expanduser("~"), ".docker")
-    paths.append(os.path.join(docker_dir, "config.json"))
-    return paths
+def auth_files(authfile: str | None = None) -> list[tuple[str, bool]]:
+    """Where credentials are looked for, in order: ``(path, legacy format)``."""
+    given = authfile or os.environ.get("REGISTRY_AUTH_FILE")
+    if given:
+        return [(given, False)]
+    home = os.path.expanduser("~")
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    runtime_dir = (
+        os.path.join(runtime, "containers") if runtime else f"/run/containers/{os.getuid()}"
+    )
+    config_home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    docker_dir = os.environ.get("DOCKER_CONFIG") or os.path.join(home, ".docker")
+    return [
+        (os.path.join(runtime_dir, "auth.json"), False),
+        (os.path.join(config_home, "containers", "auth.json"), False),
+        (os.path.join(docker_dir, "config.json"), False),
+        (os.path.join(home, ".dockercfg"), True),
+    ]
 
 
-def load_auths(path: str) -> dict[str, tuple[str, str]]:
-    """The ``auths`` of a docker ``config.json``/containers ``auth.json``: host -> creds."""
+def load_auths(path: str, legacy: bool = False) -> dict[str, tuple[str, str]]:
+    """The entries of an auth file (its ``auths``; the whole file for the legacy
+    format): normalized key -> ``(user, password)``."""
     try:
         with open(path, "rb") as f:
-            data = json.load(f)
+            data = json.loads(f.read(16 << 20))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as err:
         raise RegistryError(f"cannot read credentials from {path}: {err}") from err
-    auths = data.get("auths") if type(data) is dict else None
+    auths = data if legacy else data.get("auths") if type(data) is dict else None
     out: dict[str, tuple[str, str]] = {}
     if type(auths) is not dict:
         return out
@@ -85,21 +103,36 @@ def load_auths(path: str) -> dict[str, tuple[str, str]]:
             if not sep:
                 raise RegistryError(f"{path}: auths.{key}.auth is not base64 of user:pass")
         if type(user) is str and type(password) is str and user:
-            out[_registry_key(key)] = (user, password)
+            out.setdefault(normalize_key(key, legacy), (user, password))
     return out
 
 
-def find_credentials(domain: str, authfile: str | None = None) -> tuple[str, str] | None:
-    """Credentials for a registry domain (``docker.io``, ``host:5000``) from ``authfile``,
-    else from the first of the usual auth files that has them."""
-    keys = [domain]
-    if domain in DOCKER_HUB_KEYS:
-        keys = [_registry_key(k) for k in DOCKER_HUB_KEYS]
-    for path in [authfile] if authfile else config_paths():
-        auths = load_auths(path)
-        for key in keys:
-            if key in auths:
-                return auths[key]
+def lookup_keys(domain: str, repository: str | None = None) -> list[str]:
+    """The keys an image's credentials may be filed under, most specific first:
+    ``host/org/app``, ``host/org``, ``host``."""
+    keys = []
+    name = f"{domain}/{repository}" if repository else domain
+    while True:
+        keys.append(name)
+        if "/" not in name:
+            break
+        name = name.rpartition("/")[0]
+    keys.append(_normalize_registry(domain))
+    return keys
+
+
+def find_credentials(
+    domain: str, authfile: str | None = None, repository: str | None = None
+) -> tuple[str, str] | None:
+    """Credentials for an image of a registry domain (``docker.io``, ``host:5000``)
+    and ``repository`` (``library/busybox``): from ``authfile``, else from the first
+    of the usual auth files that has an entry for it."""
+    for path, legacy in auth_files(authfile):
+        auths = load_auths(path, legacy)
+        for key in [domain] if legacy else lookup_keys(domain, repository):
+            found = auths.get(_normalize_registry(key) if legacy else key)
+            if found is not None:
+                return found
     return None
 
 

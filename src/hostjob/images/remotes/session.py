@@ -24,9 +24,17 @@ if TYPE_CHECKING:
 
 class Session:
     """One registry host, reached as ``options`` say; its credentials are the ones
-    given, else those filed under ``domain`` (else ``host``) in the auth files."""
+    given, else those filed under ``domain`` (else ``host``), or a namespace of it
+    holding ``repository``, in the auth files."""
 
-    def __init__(self, host: str, options: RegistryOptions, *, domain: str | None = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        options: RegistryOptions,
+        *,
+        domain: str | None = None,
+        repository: str | None = None,
+    ) -> None:
         import httpx
 
         self.host = host
@@ -34,7 +42,7 @@ class Session:
         self.origin = transport.origin(httpx.URL(self.base))
         creds = options.credentials
         if creds is None:
-            creds = find_credentials(domain or host, options.authfile)
+            creds = find_credentials(domain or host, options.authfile, repository)
         self.retries = transport.RETRIES
         self.client = transport.new_client(options.tls_verify, options.stall_timeout, self.base)
         self.auth = Authorizer(host, self.base, self.client, creds, options)

@@ -51,6 +51,8 @@ class ChildSetup:
         "hook_state",
         "join_pod",
         "listen_fds",
+        "pidfd_kind",
+        "pidfd_socket",
         "plan",
         "release_by_pipe",
         "start_hooks",
@@ -66,6 +68,10 @@ class ChildSetup:
         # without a byte ends the process.
         self.release_by_pipe = False
         self.console: str | int | None = None  # --console-socket path, or a socket fd (run -t)
+        # --pidfd-socket: a pidfd of the process goes there, named as runc names it: the
+        # init's "standard", an exec's "setns".
+        self.pidfd_socket: str | None = None
+        self.pidfd_kind = "standard"
         self.extra_fds = 0  # fds 3.. passed through (LISTEN_FDS + --preserve-fds)
         self.listen_fds = 0  # of which the first N are socket-activation fds
         self.start_hooks: list[Hook] = []
@@ -167,7 +173,8 @@ def _keep_fds(setup: ChildSetup, report_fd: int, release_fd: int, placed_fd: int
 
 
 def _start_session(setup: ChildSetup) -> None:
-    """A session of its own and, with ``terminal``, the pty as its controlling terminal."""
+    """A session of its own; with ``terminal``, the pty as its controlling terminal; with
+    a pidfd socket (runc's ``--pidfd-socket``), the process's pidfd sent over it."""
     try:
         posix.setsid()
     except OSError as err:
@@ -184,6 +191,16 @@ def _start_session(setup: ChildSetup) -> None:
             where = "" if isinstance(setup.console, int) else f" {setup.console}"
             raise StartError(
                 f"cannot set up the terminal (console socket{where}): {_reason(err)}"
+            ) from err
+    if setup.pidfd_socket is not None:
+        from hostjob.runtime.launch import console
+
+        try:
+            console.send_pidfd(setup.pidfd_socket, setup.pidfd_kind)
+        except OSError as err:
+            raise StartError(
+                f"cannot send the process's pidfd (pidfd socket {setup.pidfd_socket}):"
+                f" {_reason(err)}"
             ) from err
 
 

@@ -1,8 +1,9 @@
-"""The container's terminal: a pty whose master goes to ``--console-socket``.
+"""The container's terminal: a pty whose master goes to ``--console-socket``; and the
+process's pidfd for ``--pidfd-socket``.
 
 As runc does, the container process opens the pty, sends the master over the
 unix socket with SCM_RIGHTS (the message carries the pty's name), makes the
-slave its controlling terminal and its stdio.
+slave its controlling terminal and its stdio. A pidfd goes the same way.
 """
 
 from __future__ import annotations
@@ -18,7 +19,20 @@ def set_size(fd: int, height: int | None, width: int | None) -> None:
         fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", height or 0, width or 0, 0, 0))
 
 
+def send_pidfd(sock_path: str, kind: str) -> None:
+    """``--pidfd-socket``: a pidfd of this process over the socket, as runc 1.2 sends its
+    init's (the message is ``kind``), so that the client can signal and wait for the very
+    process, never a recycled pid."""
+    pidfd = posix.pidfd_open(posix.getpid())
+    try:
+        send_master(sock_path, pidfd, kind)
+    finally:
+        posix.close(pidfd)
+
+
 def send_master(sock_path_or_fd: str | int, master: int, name: str) -> None:
+    """``master`` (a pty master, or any fd) over the socket with SCM_RIGHTS, ``name`` as the
+    message."""
     import socket
 
     if isinstance(sock_path_or_fd, int):

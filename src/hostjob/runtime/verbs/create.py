@@ -60,6 +60,7 @@ class CreateOptions:
         "console_socket",
         "daemon",
         "pid_file",
+        "pidfd_socket",
         "preserve_fds",
         "rootfs",
         "systemd_cgroup",
@@ -75,8 +76,10 @@ class CreateOptions:
         bundle_config: dict[str, Any] | None = None,
         daemon: DaemonConfig | None = None,
         auto_user_range: str | None = None,
+        pidfd_socket: str | None = None,
     ) -> None:
         self.pid_file = pid_file
+        self.pidfd_socket = pidfd_socket  # receives a pidfd of the process (runc 1.2's flag)
         self.console_socket = console_socket
         self.preserve_fds = preserve_fds
         self.systemd_cgroup = systemd_cgroup
@@ -318,6 +321,7 @@ def _child_setup(
     setup.fifo = fifo
     setup.release_by_pipe = release_by_pipe
     setup.console = options.console_socket
+    setup.pidfd_socket = options.pidfd_socket
     listen = listen_fds()
     setup.listen_fds = listen
     setup.extra_fds = listen + options.preserve_fds

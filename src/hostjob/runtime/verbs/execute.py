@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 class ExecOptions:
-    __slots__ = ("console_socket", "detach", "pid_file", "preserve_fds")
+    __slots__ = ("console_socket", "detach", "pid_file", "pidfd_socket", "preserve_fds")
 
     def __init__(
         self,
@@ -37,8 +37,10 @@ class ExecOptions:
         pid_file: str | None = None,
         console_socket: str | None = None,
         preserve_fds: int = 0,
+        pidfd_socket: str | None = None,
     ) -> None:
         self.detach = detach
+        self.pidfd_socket = pidfd_socket
         self.pid_file = pid_file
         self.console_socket = console_socket
         self.preserve_fds = preserve_fds
@@ -121,6 +123,7 @@ def exec_in_job(
         compiled = bpf.load(container.store.path(container.id, SECCOMP_NAME))
     setup = ChildSetup(launch_plan.plan(job, process, compiled), entry)
     setup.console = console
+    setup.pidfd_socket, setup.pidfd_kind = options.pidfd_socket, "setns"
     setup.extra_fds = options.preserve_fds
     # The init's namespaces: bind mode's mount namespace, a pod's that it joined.
     kinds: tuple[str, ...] = ("mnt",) if job.mount_mode == "bind" else ()
