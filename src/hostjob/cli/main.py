@@ -49,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "pack": ("pack", "make a one-layer OCI image from a directory (no root needed)", False),
     "spec": ("spec", "write a job-container config.json template", False),
     "features": ("features", "show what this runtime supports", False),
+    "node": ("node", "install hostjob on a cluster node (the installer image's command)", True),
     "checkpoint": ("unsupported", "not supported by job containers", False),
     "restore": ("unsupported", "not supported by job containers", False),
 }
