@@ -95,6 +95,10 @@ class Node:
 
         fsutil.write_atomic(self.host(path), data, mode=0o644, durable=True)
 
+    def restart(self) -> None:
+        """Restart the host's containerd (through its systemd)."""
+        restart_containerd(self)
+
     def remove(self, path: str) -> None:
         try:
             os.unlink(self.host(path))
@@ -194,7 +198,7 @@ def _serves(handlers: set[str], present: bool) -> Any:
 
 
 def _apply_and_restart(node: Node, handlers: set[str], present: bool) -> None:
-    restart_containerd(node)
+    node.restart()
     cri.wait(node.host(node.socket), _serves(handlers, present), time.monotonic() + node.timeout)
 
 
