@@ -197,7 +197,7 @@ def _with_import(
         entries = [CONF_D, DROPIN] if keep else [DROPIN]
         return f"version = {version}\nimports = {toml.value(entries)}  # {MARK}\n".encode()
     entries = _imports(document)
-    if DROPIN in entries or any(fnmatch.fnmatch(DROPIN, e) for e in entries if glob.has_magic(e)):
+    if imports_dropin(config):
         return None
     lines = config.decode().split("\n")
     if "imports" not in document:
@@ -222,6 +222,18 @@ def _with_import(
             " imports array over several lines, or one inside a table): add it by hand"
         )
     return after
+
+
+def imports_dropin(config: bytes | None) -> bool:
+    """Whether the node's file names the drop-in in its imports (a file that cannot be
+    read counts as naming it: the drop-in then stays)."""
+    if config is None:
+        return False
+    try:
+        entries = _imports(_parse(config, CONFIG))
+    except Unmergeable:
+        return True
+    return any(e == DROPIN or (glob.has_magic(e) and fnmatch.fnmatch(DROPIN, e)) for e in entries)
 
 
 def handlers_of(binary_dir: str) -> dict[str, str]:

@@ -46,6 +46,10 @@ SYSTEMD = "org.freedesktop.systemd1"
 MANAGER = "org.freedesktop.systemd1.Manager"
 
 
+# The drop-in once the node's file changed under the installer: imported, and harmless.
+EMPTIED = f"# Left by the {containerd.MARK}: remove it from the imports of {containerd.CONFIG}.\n"
+
+
 class NodeError(HostjobError):
     """The node cannot be set up (or restored) as asked."""
 
@@ -266,21 +270,23 @@ def _read_record(node: Node) -> dict[str, Any] | None:
 
 
 def _restore_config(node: Node) -> None:
-    """The node's file as the record has it, and the drop-in gone."""
+    """The node's file as the record has it, and the drop-in gone -- but emptied, not
+    removed, while the node's file still imports it (it changed since the install, or
+    imported it before): containerd does not start when a file it imports is missing."""
     record = _read_record(node)
     if record is not None and record["after"] is not None:
-        current = node.read(containerd.CONFIG)
-        if current == record["after"]:
+        if node.read(containerd.CONFIG) == record["after"]:
             if record["before"] is None:
                 node.remove(containerd.CONFIG)
             else:
                 node.write(containerd.CONFIG, record["before"])
             say(f"restored {containerd.CONFIG}")
         else:
-            say(
-                f"{containerd.CONFIG} changed since the install: left as it is (remove"
-                f" {containerd.DROPIN} from its imports by hand)"
-            )
+            say(f"{containerd.CONFIG} changed since the install: left as it is")
+    if containerd.imports_dropin(node.read(containerd.CONFIG)):
+        node.write(containerd.DROPIN, EMPTIED.encode())
+        say(f"{containerd.DROPIN} emptied: {containerd.CONFIG} still imports it")
+        return
     node.remove(containerd.DROPIN)
     node.remove(RECORD)
     try:
@@ -311,7 +317,9 @@ def uninstall(node: Node, wait_for_jobs: float = 0.0) -> bool:
     """Undo ``install``; False when ``/opt/hostjob`` stays for job containers that still
     run."""
     handlers = set(containerd.handlers_of(f"{INSTALL_DIR}/bin"))
-    if os.path.lexists(node.host(containerd.DROPIN_DIR)):
+    if os.path.lexists(node.host(containerd.DROPIN_DIR)) and (
+        node.read(containerd.DROPIN) != EMPTIED.encode()
+    ):
         _restore_config(node)
         _apply_and_restart(node, handlers, False)
         say("containerd no longer serves the handlers")

@@ -162,3 +162,11 @@ def test_what_cannot_be_merged_safely_is_refused(config: bytes, version: str, sa
 def test_containerd_major() -> None:
     assert containerd.containerd_major("1.6.20~ds1") == 1
     assert containerd.containerd_major("v2.1.0") == 2
+
+
+def test_whether_the_node_file_imports_the_drop_in() -> None:
+    assert containerd.imports_dropin(f'version = 2\nimports = ["{DROPIN}"]\n'.encode())
+    assert containerd.imports_dropin(b'version = 2\nimports = ["/etc/containerd/*/*.toml"]\n')
+    assert not containerd.imports_dropin(b'version = 2\nimports = ["/etc/other.toml"]\n')
+    assert not containerd.imports_dropin(None)
+    assert containerd.imports_dropin(b"version = = 2\n")  # unreadable: the drop-in stays
