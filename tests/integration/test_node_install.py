@@ -218,3 +218,27 @@ def test_an_unmergeable_config_is_one_line_and_leaves_the_node_unchanged(
     assert node.files() == before
     assert node.restarts == 1  # the test's own
     assert served(node) == {"runc"}
+
+
+def test_a_node_file_changed_after_the_install_is_left_and_containerd_still_starts(
+    node: NodeDir,
+) -> None:
+    """The admin edited config.toml after the install: uninstall leaves it (the imports
+    line included) and empties the drop-in instead of removing it -- containerd does not
+    start when a file it imports is missing."""
+    from hostjob.node import install
+
+    inst = installer(node)
+    install.install(inst)  # type: ignore[arg-type]
+    config = node.root / "etc/containerd/config.toml"
+    edited = config.read_text() + "# the admin's later change\n"
+    config.write_text(edited)
+    assert install.uninstall(inst) is True  # type: ignore[arg-type]
+    assert node.restarts == 2  # and it came back: the restart waits for the CRI
+    assert served(node) == {"runc"}
+    assert config.read_text() == edited
+    dropin = node.root / "etc/containerd/hostjob/runtimes.toml"
+    assert dropin.read_text() == install.EMPTIED
+    assert not (node.root / "opt/hostjob").exists()
+    assert install.uninstall(inst) is True  # type: ignore[arg-type]
+    assert node.restarts == 2  # nothing left to undo
