@@ -103,6 +103,16 @@ class Node:
         """Restart the host's containerd (through its systemd)."""
         restart_containerd(self)
 
+    def check_restart(self) -> None:
+        """Refuse before any change when the host's systemd cannot restart containerd."""
+        from hostjob.cgroups import dbus
+
+        if not os.path.exists(self.host(dbus.PRIVATE_SOCKET)):
+            raise NodeError(
+                f"the host has no systemd socket at {dbus.PRIVATE_SOCKET}: the installer"
+                " restarts containerd through systemd"
+            )
+
     def remove(self, path: str) -> None:
         try:
             os.unlink(self.host(path))
@@ -162,13 +172,8 @@ def restart_containerd(node: Node) -> None:
     """Restart the unit through the host's systemd and wait for its job to finish."""
     from hostjob.cgroups import dbus
 
-    private = node.host(dbus.PRIVATE_SOCKET)
-    if not os.path.exists(private):
-        raise NodeError(
-            f"the host has no systemd socket at {dbus.PRIVATE_SOCKET}: the installer restarts"
-            " containerd through systemd"
-        )
-    with dbus.Connection(private, peer_to_peer=True) as conn:
+    node.check_restart()
+    with dbus.Connection(node.host(dbus.PRIVATE_SOCKET), peer_to_peer=True) as conn:
         conn.call(SYSTEMD, "/org/freedesktop/systemd1", MANAGER, "Subscribe")
         (job,) = conn.call(
             SYSTEMD,
@@ -220,6 +225,7 @@ def install(node: Node) -> None:
         raise NodeError(f"{containerd.DROPIN_DIR} exists and is not the installer's: left as it is")
     plan = containerd.plan(before, version, handlers, node.read)
     say(f"config version {plan.version}, SystemdCgroup = {str(plan.systemd_cgroup).lower()}")
+    node.check_restart()
     copied = copy_tree(node)
     if copied:
         say(f"installed {INSTALL_DIR} ({_identity(node.source)})")
