@@ -259,11 +259,11 @@ def cri_containerd(cri_workdir: Path, cri_images: CriImages) -> Iterator[harness
 
 
 def containerd_session(
-    workdir: Path, images: CriImages, guide_entry: str = "containerd-config"
+    workdir: Path, images: CriImages, guide_entry: str = "containerd-config", extra: str = ""
 ) -> Iterator[harness.Containerd]:
     """containerd in ``workdir`` with the CRI plugin configured by the guide's
-    ``guide_entry`` and both images imported; stopped after the tests, and what its
-    teardown finds left fails the last one."""
+    ``guide_entry`` (and the tables ``extra`` after it) and both images imported; stopped
+    after the tests, and what its teardown finds left fails the last one."""
     require_peer("containerd", "containerd", "ctr", "containerd-shim-runc-v2")
     # what a node has: procps' top (not busybox's), ip and nsenter (the test network plugin)
     require_peer("node", "top", "ip", "nsenter")
@@ -272,9 +272,16 @@ def containerd_session(
     except harness.HarnessError as e:
         _fail(e)
         raise
+    if critest.JOIN_RUN:
+        # the measuring run: the hostjob handler as deploy/'s hostjob-join
+        wrapper = workdir / "hostjob-join"
+        wrapper.write_text(f'#!/bin/sh\nexec "{hostjob}" --default-pod-namespaces=join "$@"\n')
+        wrapper.chmod(0o755)
+        hostjob = wrapper
     config = cri_config(
         workdir, hostjob, workdir / "runtime-root", workdir / "runc-root", guide_entry
     )
+    config += extra
     ctd = harness.Containerd(workdir / "containerd", namespace="k8s.io", cri=config)
     try:
         ctd.start()

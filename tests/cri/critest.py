@@ -21,6 +21,7 @@ and ``tests/conftest.py`` around the whole session.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import uuid
 from pathlib import Path
@@ -34,6 +35,10 @@ from .kubelet import CALL_TIMEOUT, LOG_LINE, TOOLS_IMAGE, Node, make_cgroup, rem
 HANDLERS = ("runc", "hostjob")
 HOST_POD = cri.NamespaceOption(network=cri.NODE, pid=cri.NODE, ipc=cri.NODE)
 """``hostNetwork``, ``hostPID`` and ``hostIPC``: the namespaces a pod of job containers has."""
+UPSTREAM_POD = cri.NamespaceOption(network=cri.POD, pid=cri.NODE, ipc=cri.POD)
+"""critest's own minimal pods (network and IPC of their own), but the host's PID namespace:
+the pods of a measuring run (``HOSTJOB_CRI_JOIN=1``, tests/cri/README.md)."""
+JOIN_RUN = os.environ.get("HOSTJOB_CRI_JOIN") == "1"
 PAUSE = ["sh", "-c", "top"]
 """critest's ``pauseCmd``: a container that stays up (busybox ``top`` needs no terminal)."""
 EXEC_TIMEOUT = 30
@@ -204,7 +209,7 @@ class Critest:
         self,
         name: str,
         *,
-        namespaces: cri.NamespaceOption = HOST_POD,
+        namespaces: cri.NamespaceOption | None = None,
         privileged: bool = False,
         dns: cri.DNSConfig | None = None,
         hostname: str = "",
@@ -212,6 +217,8 @@ class Critest:
         labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
     ) -> tuple[cri.PodSandboxConfig, str]:
+        if namespaces is None:
+            namespaces = UPSTREAM_POD if JOIN_RUN else HOST_POD
         uid = str(uuid.uuid4())
         log_dir = self.node.log_dir / f"critest_{name}_{uid}"
         config = cri.PodSandboxConfig(

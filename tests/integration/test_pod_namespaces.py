@@ -203,3 +203,34 @@ def test_a_namespace_swapped_since_create_looked_is_not_joined(sandbox: Sandbox)
     os.waitpid(child, 0)
     assert "is no longer the one create found there" in message, message
     assert net == ns("self", "net")  # nothing was joined
+
+
+def test_the_operators_default_joins_without_the_annotation(
+    hj: Hostjob, bundle, sandbox: Sandbox
+) -> None:
+    """`--default-pod-namespaces join`, a containerd handler's setting for every pod it
+    runs: the pod's container joins as with the annotation, and so does its exec."""
+    spec = config(CONTAINER, sandbox.namespaces(), "sleep", "300")
+    cid = new_id()
+
+    def with_default(*words: str) -> subprocess.CompletedProcess[str]:
+        # through hj: its output goes to files (the container would hold a pipe open)
+        return hj("--default-pod-namespaces", "join", *words)
+
+    created = with_default("create", "-b", str(bundle(spec)), cid)
+    assert created.returncode == 0, created.stderr
+    try:
+        pid = hj.state(cid)["pid"]
+        for kind in ("ipc", "uts"):
+            assert ns(pid, kind) == ns(sandbox.holder.pid, kind), kind
+        assert ns(pid, "net") == f"net:[{os.stat(sandbox.netns).st_ino}]"
+        assert ns(pid, "pid") == ns("self", "pid")
+        seen = with_default("exec", cid, "hostname")
+        assert seen.stdout.strip() == sandbox.hostname, seen.stderr
+    finally:
+        hj.ok("delete", "--force", cid)
+    bad_flag = subprocess.run(
+        [*hj.argv()[:1], "--default-pod-namespaces", "own", "list"], capture_output=True, text=True
+    )
+    assert bad_flag.returncode != 0
+    assert bad_flag.stderr.strip() == "invalid --default-pod-namespaces: 'own' (join)"

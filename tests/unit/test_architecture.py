@@ -67,6 +67,7 @@ LAYERS: dict[str, tuple[int, int]] = {
     "hostjob.runtime": (5, 6),  # the package itself (its docstring only)
     "hostjob.supervisor": (6, 0),
     "hostjob.images": (7, 0),
+    "hostjob.node": (7, 0),
     "hostjob.cli": (8, 0),
     "hostjob.__main__": (8, 0),
     "hostjob": (8, 0),  # the public API (hostjob/__init__.py): names from every layer, lazily

@@ -49,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "pack": ("pack", "make a one-layer OCI image from a directory (no root needed)", False),
     "spec": ("spec", "write a job-container config.json template", False),
     "features": ("features", "show what this runtime supports", False),
+    "node": ("node", "install hostjob on a cluster node (the installer image's command)", True),
     "checkpoint": ("unsupported", "not supported by job containers", False),
     "restore": ("unsupported", "not supported by job containers", False),
 }
@@ -70,6 +71,12 @@ GLOBAL = Command(
             VALUE,
             "the mount point, unless a container's config or annotations say",
             metavar="path",
+        ),
+        Option(
+            "default-pod-namespaces",
+            VALUE,
+            "join: a pod's job containers join its network, IPC and UTS namespaces,"
+            " as io.hostjob.pod-namespaces says for one pod",
         ),
         Option(
             "default-inherit-user",
@@ -120,6 +127,7 @@ class Context:
         "default_loader",
         "default_mount_mode",
         "default_mount_point",
+        "default_pod_namespaces",
         "log",
         "log_format",
         "root",
@@ -139,6 +147,7 @@ class Context:
         self.default_mount_point: str | None = args.default_rootfs_mount_point
         self.default_inherit_user: bool = args.default_inherit_user
         self.default_loader: str | None = args.default_loader
+        self.default_pod_namespaces: str | None = args.default_pod_namespaces
         self.auto_user_range: str | None = args.auto_user_range
         self.allow_pod_annotations: str | None = args.allow_pod_annotations
 
@@ -157,6 +166,8 @@ class Context:
             found["io.hostjob.loader"] = self.default_loader
         if self.allow_pod_annotations:
             found["--allow-pod-annotations"] = self.allow_pod_annotations
+        if self.default_pod_namespaces:
+            found["io.hostjob.pod-namespaces"] = self.default_pod_namespaces
         return found
 
     def delegate_flags(self) -> list[str]:
@@ -226,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
             parse_allowed(glob.allow_pod_annotations)
         except HostjobError as err:
             return _fail(err, glob.debug)
+    if glob.default_pod_namespaces not in (None, "join"):
+        why = f"invalid --default-pod-namespaces: {glob.default_pod_namespaces!r} (join)"
+        return _fail(HostjobError(why), glob.debug)
     log.configure(glob.log, glob.log_format, glob.debug)
     if not glob.command:
         print(_top_usage(), file=sys.stderr)

@@ -77,16 +77,18 @@ def create(
     document: object,
     flags: list[str],
     create_flags: list[str],
+    pod_default: str | None = None,
 ) -> int:
     """``create`` of the bundle at ``bundle`` (``document``: its config.json as
     ``bundle.read_config`` read it), of a container that is not a job container (the
     conversion said so: ``NotAJobContainer``): record the route, run the runtime's create
     (``create_flags``: the client's, but ``--bundle``) and return its exit status (the
-    route goes again when it fails)."""
+    route goes again when it fails; ``pod_default``: the operator's
+    ``--default-pod-namespaces``)."""
     from hostjob import faults
     from hostjob.specconv import pods
 
-    if not pods.delegated(document):
+    if not pods.delegated(document, pod_default):
         raise DelegateError(f"container {container_id} is a job container: hostjob runs it")
     validate_id(container_id)
     bundle = paths.abspath(bundle)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from hostjob import log
 from hostjob.boot import paths
 from hostjob.errors import ConfigError, NotAJobContainer
-from hostjob.specconv import execution, isolation, trust
+from hostjob.specconv import execution, isolation, pods, trust
 from hostjob.specconv.annotations import (
     ANNOTATION_INHERIT_USER,
     ANNOTATION_MOUNT_MODE,
@@ -57,6 +57,7 @@ DEFAULT_FLAGS = {
     ANNOTATION_MOUNT_POINT: "--default-rootfs-mount-point",
     ANNOTATION_INHERIT_USER: "--default-inherit-user",
     execution.ANNOTATION_LOADER: "--default-loader",
+    pods.ANNOTATION_POD_NAMESPACES: "--default-pod-namespaces",
 }
 
 
@@ -121,8 +122,11 @@ def to_job_config(
     from hostjob.spec import runtime as wire
     from hostjob.spec.resources import check_unified
 
+    defaults = defaults or {}
     annotations = dict(spec.annotations or {})
-    if not is_job_container(annotations):
+    # pod decisions read the operator's default too; the job keeps the config's own
+    for_pod = pods.with_pod_default(annotations, defaults.get(pods.ANNOTATION_POD_NAMESPACES))
+    if not is_job_container(for_pod):
         # The library's answer: the hostjob command's create hands it over instead.
         raise NotAJobContainer(
             "annotations: this container is not a job container: hostjob hands it to a"
@@ -135,7 +139,6 @@ def to_job_config(
     assert spec.root is not None
     if spec.process is None:
         raise ConfigError("process is required", "process")
-    defaults = defaults or {}
     cri = is_cri(annotations)
     if cri:  # the pod's author chose these annotations: never what is the operator's
         trust.refuse_operator_only(spec, annotations, defaults.get(trust.ALLOW_FLAG))
@@ -168,7 +171,7 @@ def to_job_config(
     joined = None
     if cri:  # any other client's namespaces are ignored
         pairs = [(e.type or "", e.path) for e in linux.namespaces or []]
-        joined = pod_namespaces(annotations, pairs, host.namespaces_on_host, host.namespace_ids)
+        joined = pod_namespaces(for_pod, pairs, host.namespaces_on_host, host.namespace_ids)
     inherits = inherit_user(annotations, defaults.get(ANNOTATION_INHERIT_USER))
     found_volumes = volumes(spec.mounts or [], bundle)
     process = process_config(spec.process, "process")

@@ -45,16 +45,27 @@ def default_mount_mode(annotations: dict[str, str]) -> str:
     return "bind" if kind == "container" else "host"
 
 
-def delegated(document: object) -> bool:
+def with_pod_default(annotations: dict[str, str], default: str | None) -> dict[str, str]:
+    """A Kubernetes container's annotations with the operator's default for
+    ``io.hostjob.pod-namespaces`` (``--default-pod-namespaces``, per runtime handler)
+    where the pod does not say: what every pod decision reads. Any other container's
+    are returned as they are (the setting means something only for a pod's)."""
+    if not default or ANNOTATION_POD_NAMESPACES in annotations or not is_cri(annotations):
+        return annotations
+    return {**annotations, ANNOTATION_POD_NAMESPACES: default}
+
+
+def delegated(document: object, pod_default: str | None = None) -> bool:
     """Whether a bundle's config.json (as ``bundle.read_config`` read it) is of a
     container that is not a job container, which ``hostjob.runtime.delegate`` hands to
-    a real OCI runtime. One that is not even a JSON object is left to the job
-    container's create, which says what is wrong with it."""
+    a real OCI runtime (``pod_default``: the operator's ``--default-pod-namespaces``).
+    One that is not even a JSON object is left to the job container's create, which
+    says what is wrong with it."""
     annotations = document.get("annotations") if type(document) is dict else None
     if type(annotations) is not dict:
         return False
     values = {k: v for k, v in annotations.items() if type(k) is str and type(v) is str}
-    return not is_job_container(values)
+    return not is_job_container(with_pod_default(values, pod_default))
 
 
 def is_job_container(annotations: dict[str, str]) -> bool:

@@ -169,14 +169,15 @@ def test_the_operators_defaults_are_given_by_the_annotation_each_stands_for() ->
     from hostjob.specconv.convert import DEFAULT_FLAGS
 
     words = ["--default-mount-mode=bind", "--default-rootfs-mount-point", "/j",
-             "--default-inherit-user", "--default-loader=host", "--root", "/r", "create",
-             "x"]  # fmt: skip
+             "--default-inherit-user", "--default-loader=host",
+             "--default-pod-namespaces=join", "--root", "/r", "create", "x"]  # fmt: skip
     defaults = Context(parse(GLOBAL, words, stop_at_positional=True)).defaults()
     assert defaults == {
         "io.hostjob.mount-mode": "bind",
         "io.hostjob.rootfs-mount-point": "/j",
         "io.hostjob.inherit-user": "true",
         "io.hostjob.loader": "host",
+        "io.hostjob.pod-namespaces": "join",
     }
     assert set(defaults) == set(DEFAULT_FLAGS)  # the same names as the conversion's
     assert Context(parse(GLOBAL, ["state", "x"], stop_at_positional=True)).defaults() == {}

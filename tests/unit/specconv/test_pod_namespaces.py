@@ -157,3 +157,45 @@ def test_the_conversion_keeps_what_is_joined() -> None:
     ]
     again = type(job).decode(job.to_json())  # the record keeps it
     assert again.pod_namespaces is not None and again.pod_namespaces[0].inode == 99
+
+
+# The operator's default per runtime handler: `--default-pod-namespaces join`.
+DEFAULT_JOIN = {"io.hostjob.pod-namespaces": "join"}
+
+
+def test_the_operators_default_joins_a_pods_namespaces() -> None:
+    facts = HostFacts()
+    facts.namespaces_on_host = {"pid"}
+    facts.namespace_ids = {"/var/run/netns/n": (3, 99), "/proc/7/ns/ipc": (3, 5)}
+    namespaces = [{"type": "pid", "path": "/proc/1/ns/pid"}]
+    namespaces += [{"type": "network", "path": "/var/run/netns/n"}]
+    namespaces += [{"type": "ipc", "path": "/proc/7/ns/ipc"}]
+    plain = spec(CONTAINER, namespaces)
+    with pytest.raises(ConfigError, match=r"io\.hostjob\.pod-namespaces: join"):
+        to_job_config(plain, "/b", "c1", facts)  # no default: refused, naming the annotation
+    job = to_job_config(plain, "/b", "c1", facts, DEFAULT_JOIN)
+    assert job.pod_namespaces is not None
+    assert [n.type for n in job.pod_namespaces] == ["network", "ipc"]
+    assert "io.hostjob.pod-namespaces" not in job.annotations  # the config's, as given
+
+
+def test_the_default_still_refuses_a_pods_own_pid_namespace() -> None:
+    facts = HostFacts()
+    facts.namespace_ids = {"/proc/7/ns/pid": (3, 1)}
+    pid_of_pod = spec(CONTAINER, [{"type": "pid", "path": "/proc/7/ns/pid"}])
+    with pytest.raises(ConfigError) as caught:
+        to_job_config(pid_of_pod, "/b", "c1", facts, DEFAULT_JOIN)
+    assert "set hostPID: true in the pod spec" in str(caught.value)
+
+
+def test_under_the_default_a_pods_sandbox_goes_to_the_real_runtime() -> None:
+    sandbox = base_config()
+    sandbox["annotations"] = dict(SANDBOX)
+    assert pods.delegated(sandbox, "join")
+    assert not pods.delegated(sandbox)
+    other = base_config()  # not a pod's: the setting means nothing for it
+    other["annotations"] = {}
+    assert not pods.delegated(other, "join")
+    assert pods.with_pod_default({}, "join") == {}
+    with pytest.raises(ConfigError, match="must be 'join'"):  # a pod's own value still checked
+        pods.delegated({"annotations": {**SANDBOX, "io.hostjob.pod-namespaces": "no"}}, "join")

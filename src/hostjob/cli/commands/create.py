@@ -65,6 +65,7 @@ def run(args: Args, ctx: Context) -> int:
             document,
             ctx.delegate_flags(),
             runtime_flags(args),
+            ctx.default_pod_namespaces,
         )
     return 0
 

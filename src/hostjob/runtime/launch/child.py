@@ -29,6 +29,7 @@ from hostjob.runtime.launch.program import (
     find_program_named,
     runs_as_it_is,
 )
+from hostjob.runtime.launch.identity import reason as _reason
 from hostjob.runtime.proc import close_fds_except, env_dict
 
 TYPE_CHECKING = False
@@ -121,6 +122,8 @@ def child_main(
     _keep_fds(setup, report_fd, release_fd, placed_fd)
     _start_session(setup)
     _set_limits(plan)
+    if setup.enter_namespace is not None:
+        _load_before_entry(setup)
     if setup.join_pod is not None:
         setup.join_pod()
     if setup.enter_namespace is not None:
@@ -140,6 +143,37 @@ def child_main(
     env = environment(plan, setup.listen_fds, setup.extra_fds)
     posix.write(report_fd, READY)
     _exec_once_started(setup, program, args, env, fifo_fd, release_fd)
+
+
+# What the steps after a mount namespace's entry may import, the standard library's
+# and hostjob's: in a bind-mode job a volume may cover the directory either is
+# installed in (a pod's volume at /opt or /usr/local), and nothing found through the
+# file system after the entry may be the runtime's own.
+_AFTER_ENTRY = (
+    "select",  # waiting for the start
+    "fcntl",
+    "hostjob.linux.signals",
+    "hostjob.linux.fsutil",  # making the working directory
+    "hostjob.linux.mountinfo",  # bind mode's private /dev
+    "hostjob.linux.syscalls",
+    "hostjob.specconv.jobconfig",
+)
+
+
+def _load_before_entry(setup: ChildSetup) -> None:
+    """Import what the rest of the set-up may need, and bind libc, while the runtime's
+    files are still the host's (``_AFTER_ENTRY``)."""
+    for name in _AFTER_ENTRY:
+        __import__(name)
+    from hostjob.linux import syscalls
+
+    syscalls.binding()  # _ctypes and libc, bound on first use
+    if setup.start_hooks:
+        from hostjob.runtime.launch import hooks  # noqa: F401
+    if setup.plan.seccomp is not None:
+        from hostjob.seccomp import bpf  # noqa: F401
+    if setup.plan.image_loader:  # the program's loader is decided after the entry
+        from hostjob.runtime.launch import libraries, loader, probe  # noqa: F401
 
 
 def _keep_fds(setup: ChildSetup, report_fd: int, release_fd: int, placed_fd: int) -> None:
@@ -373,10 +407,6 @@ def _write_setting(path: str, value: str, setting: str) -> None:
             posix.close(fd)
     except OSError as err:
         raise StartError(f"cannot write {path} ({setting}): {_reason(err)}") from err
-
-
-def _reason(err: OSError) -> str:
-    return err.strerror or str(err)
 
 
 def _limit(value: int) -> str:

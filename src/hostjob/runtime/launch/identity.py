@@ -1,5 +1,5 @@
-"""The container process's identity: the target user and its capabilities, set by the
-child (``hostjob.runtime.launch.child``) as root, last before its program is found."""
+"""The container process's identity: its user, groups and capability sets, set as
+the last root steps of the child's set-up (``hostjob.runtime.launch.child``)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,14 @@ if TYPE_CHECKING:
     from hostjob.runtime.launch.plan import LaunchPlan
 
 
+def reason(err: OSError) -> str:
+    """An OSError's reason, as the child's messages give it."""
+    return err.strerror or str(err)
+
+
 def switch(plan: LaunchPlan) -> None:
-    """The target user's uid, gid and groups and, when the config asks for them, its
-    capability sets, in runc's order: the bounding set, capabilities kept across the
-    user switch, the switch, then the sets."""
+    """The target user and capability sets, in runc's order: the bounding set, keep
+    capabilities across setuid, the user switch, then the sets."""
     user = plan.user
     wanted = plan.capabilities
     if wanted is None:
@@ -26,12 +30,13 @@ def switch(plan: LaunchPlan) -> None:
     from hostjob.linux import syscalls
     from hostjob.linux.capabilities import cap_name
 
+    # runc's order: bounding set, keep caps across setuid, switch, then the sets.
     bounding = wanted[0]
     try:
         syscalls.drop_bounding(c for c in range(_last_cap() + 1) if not bounding & (1 << c))
     except OSError as err:
         what = f"cannot drop {err.filename} from the bounding set"
-        raise StartError(f"{what}: {_reason(err)}") from err
+        raise StartError(f"{what}: {reason(err)}") from err
     cap = 0
     try:
         step = "keep capabilities across the user switch (prctl PR_SET_KEEPCAPS)"
@@ -55,7 +60,7 @@ def switch(plan: LaunchPlan) -> None:
                 syscalls.raise_ambient(cap)
     except OSError as err:
         step = step.format(cap_name(cap))
-        raise StartError(f"cannot {step}: {_reason(err)}") from err
+        raise StartError(f"cannot {step}: {reason(err)}") from err
 
 
 def _set_user(uid: int, gid: int, groups: list[int]) -> None:
@@ -67,14 +72,10 @@ def _set_user(uid: int, gid: int, groups: list[int]) -> None:
         step = f"set uid {uid}"
         posix.setuid(uid)
     except OSError as err:
-        raise StartError(f"cannot {step}: {_reason(err)}") from err
+        raise StartError(f"cannot {step}: {reason(err)}") from err
 
 
 def _last_cap() -> int:
     from hostjob.linux.capabilities import last_cap
 
     return last_cap()
-
-
-def _reason(err: OSError) -> str:
-    return err.strerror or str(err)
