@@ -112,8 +112,11 @@ def test_create_then_start_with_a_volume_over_the_install_dir(
     cid = new_id()
     hj.ok("create", "-b", str(bundle(config)), cid)
     hj.ok("start", cid)
+    # the shell makes the file before it writes to it: wait for the line, not the file
     deadline = time.monotonic() + 10
-    while not result_file.exists() and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        if result_file.exists() and result_file.read_text() == "started\n":
+            break
         time.sleep(0.02)
     assert result_file.read_text() == "started\n"
     hj.ok("delete", "--force", cid)

@@ -23,13 +23,13 @@ from hostjob.boot import paths
 from hostjob.errors import StartError
 from hostjob.runtime.launch import identity
 from hostjob.runtime.launch import plan as launch_plan
+from hostjob.runtime.launch.identity import reason as _reason
 from hostjob.runtime.launch.program import (
     environment,
     exec_error,
     find_program_named,
     runs_as_it_is,
 )
-from hostjob.runtime.launch.identity import reason as _reason
 from hostjob.runtime.proc import close_fds_except, env_dict
 
 TYPE_CHECKING = False
