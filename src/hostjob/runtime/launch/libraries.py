@@ -369,8 +369,10 @@ def _entries(resolver: Tree, value: str | None, origin: str, extra: list[str]) -
 def _find(resolver: Tree, name: str, dirs: list[str], program: Elf) -> tuple[str, Elf] | None:
     """The first file ``name`` in ``dirs`` (keys) that is an ELF object the program's
     loader can load (another class or machine is skipped, as the loader skips it)."""
-    candidates = [resolver.key(name)] if "/" in name else [paths.join(d, name) for d in dirs]
-    for candidate in candidates:
+    # Joined one by one: the first directory or two usually hold it.
+    for candidate in (
+        [resolver.key(name)] if "/" in name else (f"{d.rstrip('/')}/{name}" for d in dirs)
+    ):
         found = resolver.load(candidate)
         if found is not None and found.same_abi(program):
             return candidate, found
