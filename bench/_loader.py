@@ -8,7 +8,8 @@ install's code pack, as the real command does. "extra" is that step with the ima
 loader (``io.hostjob.loader: image``) less the same step with ``host`` (the program
 found, nothing else): what a ``create`` or ``exec`` pays for it.
 
-Two measures: instructions (callgrind: stable on a loaded machine, one run each) and
+Two measures: instructions (callgrind, with one hash seed: stable on a loaded machine,
+one run each) and
 wall time (the step's own time inside each fresh process, medians of interleaved
 rounds). ``--baseline VENV`` measures another install beside this one (A/B).
 
@@ -113,9 +114,10 @@ def python_of(venv: Path) -> str:
 
 
 def instructions(python: str, script: Path, mode: str, root: Path, args: list[str]) -> int:
+    # One hash seed: set and dict work varies with it by ~0.1M instructions a run.
     done = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-         python, "-S", str(script), mode, str(root), *args],
+        ["env", "PYTHONHASHSEED=0", "valgrind", "--tool=callgrind",
+         "--callgrind-out-file=/dev/null", python, "-S", str(script), mode, str(root), *args],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     found = re.search(r"Collected : (\d+)", done.stderr)
