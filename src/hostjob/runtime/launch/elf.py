@@ -184,8 +184,9 @@ def _read_dynamic(
     strtab = strsz = None
     needed: list[int] = []
     names: dict[int, int] = {}  # tag -> string offset, for SONAME, RPATH, RUNPATH
-    for at in range(0, len(words), 2):
-        tag, value = words[at], words[at + 1]
+    for tag, value in zip(words[0::2], words[1::2], strict=True):
+        if tag > DT_RUNPATH:  # most entries: none the loader's look-up asks for
+            continue
         if tag == DT_NULL:
             break
         if tag == DT_NEEDED:
