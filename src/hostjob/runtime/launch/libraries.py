@@ -97,9 +97,11 @@ class Resolver:
         found = self._resolved.get(image_path)
         if found is not None:
             return found
-        parent, name = paths.split(image_path)
-        base = self._resolve(parent, links)
-        candidate = paths.join(base, name)
+        # image_path is absolute and normal (_absolute), not "/": split and joined by
+        # hand, as this runs for each part of each directory the search resolves.
+        parent, _, name = image_path.rpartition("/")
+        base = self._resolve(parent or "/", links)
+        candidate = f"{base}{name}" if base.endswith("/") else f"{base}/{name}"
         try:
             is_link = posix.lstat(candidate).st_mode & 0o170000 == 0o120000
         except OSError:
