@@ -297,6 +297,8 @@ def name_matches(pattern: str, name: str) -> bool:
 
 def _fixed(pattern: str, text: str) -> bool:
     """``text`` is ``pattern``, a ``?`` standing for any one character."""
+    if "?" not in pattern:  # nearly always ("*.conf"): no loop
+        return text == pattern
     return all(p == "?" or p == c for p, c in zip(pattern, text, strict=True))
 
 

@@ -274,12 +274,9 @@ def _glibc_minor(strings: bytes) -> int:
     start = strings.find(b"GLIBC_2.")
     while start >= 0:
         digits = strings[start + 8 : start + 11]
-        number = 0
-        for char in digits:
-            if not 48 <= char <= 57:
-                break
-            number = number * 10 + char - 48
-        best = max(best, number)
+        count = len(digits) - len(digits.lstrip(b"0123456789"))  # its leading digits
+        if count:
+            best = max(best, int(digits[:count]))
         start = strings.find(b"GLIBC_2.", start + 8)
     return best
 
