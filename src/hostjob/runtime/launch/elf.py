@@ -142,13 +142,12 @@ def parse(fd: int, head: bytes) -> Elf:
     if phentsize % width:
         raise ElfError(f"program headers of {phentsize} bytes")
     words, stride = _words(table, width, order), phentsize // width
+    shift = 32 if wide and order == "big" else 0  # in a 64-bit file, p_flags shares the word
     for at in range(0, len(words), stride):
-        if wide:  # p_type and p_flags share the first word
-            first = words[at]
-            p_type = first & 0xFFFFFFFF if order == "little" else first >> 32
-            offset, vaddr, filesz = words[at + 1], words[at + 2], words[at + 4]
-        else:
-            p_type, offset, vaddr, filesz = words[at], words[at + 1], words[at + 2], words[at + 4]
+        p_type = (words[at] >> shift) & 0xFFFFFFFF
+        if p_type > PT_INTERP:  # PT_NOTE, PT_PHDR, PT_GNU_*: nothing the look-up reads
+            continue
+        offset, vaddr, filesz = words[at + 1], words[at + 2], words[at + 4]
         if p_type == PT_INTERP:
             elf.interpreter = _interpreter(fd, head, offset, filesz)
         elif p_type == PT_LOAD:
@@ -184,8 +183,9 @@ def _read_dynamic(
     strtab = strsz = None
     needed: list[int] = []
     names: dict[int, int] = {}  # tag -> string offset, for SONAME, RPATH, RUNPATH
-    for at in range(0, len(words), 2):
-        tag, value = words[at], words[at + 1]
+    for tag, value in zip(words[0::2], words[1::2], strict=True):
+        if tag > DT_RUNPATH:  # most entries: none the loader's look-up asks for
+            continue
         if tag == DT_NULL:
             break
         if tag == DT_NEEDED:

@@ -97,9 +97,11 @@ class Resolver:
         found = self._resolved.get(image_path)
         if found is not None:
             return found
-        parent, name = paths.split(image_path)
-        base = self._resolve(parent, links)
-        candidate = paths.join(base, name)
+        # image_path is absolute and normal (_absolute), not "/": split and joined by
+        # hand, as this runs for each part of each directory the search resolves.
+        parent, _, name = image_path.rpartition("/")
+        base = self._resolve(parent or "/", links)
+        candidate = f"{base}{name}" if base.endswith("/") else f"{base}/{name}"
         try:
             is_link = posix.lstat(candidate).st_mode & 0o170000 == 0o120000
         except OSError:
@@ -295,6 +297,8 @@ def name_matches(pattern: str, name: str) -> bool:
 
 def _fixed(pattern: str, text: str) -> bool:
     """``text`` is ``pattern``, a ``?`` standing for any one character."""
+    if "?" not in pattern:  # nearly always ("*.conf"): no loop
+        return text == pattern
     return all(p == "?" or p == c for p, c in zip(pattern, text, strict=True))
 
 
@@ -369,8 +373,10 @@ def _entries(resolver: Tree, value: str | None, origin: str, extra: list[str]) -
 def _find(resolver: Tree, name: str, dirs: list[str], program: Elf) -> tuple[str, Elf] | None:
     """The first file ``name`` in ``dirs`` (keys) that is an ELF object the program's
     loader can load (another class or machine is skipped, as the loader skips it)."""
-    candidates = [resolver.key(name)] if "/" in name else [paths.join(d, name) for d in dirs]
-    for candidate in candidates:
+    # Joined one by one: the first directory or two usually hold it.
+    for candidate in (
+        [resolver.key(name)] if "/" in name else (f"{d.rstrip('/')}/{name}" for d in dirs)
+    ):
         found = resolver.load(candidate)
         if found is not None and found.same_abi(program):
             return candidate, found

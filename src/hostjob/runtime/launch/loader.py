@@ -34,12 +34,12 @@ import sys
 
 from hostjob.boot import paths
 from hostjob.errors import StartError
-from hostjob.runtime.launch import elf as elf_file
 from hostjob.runtime.launch.program import (
     HEAD_BYTES,
     HOST_MACHINES,
     find_program_named,
     in_root,
+    native_static,
     shebang,
 )
 
@@ -49,8 +49,9 @@ if TYPE_CHECKING:
     from hostjob.runtime.launch.libraries import Resolver
     from hostjob.runtime.launch.plan import LaunchPlan
 
-# hostjob.runtime.launch.libraries is imported where a loader is to be given the image's
-# library path: a static program or a script of the host's loads only this and elf.
+# hostjob.runtime.launch.elf and .libraries are imported where a program is not a
+# static one of this machine (``native_static``, on the bytes already read): a script
+# whose interpreter is static loads only this module.
 
 IMAGE = "image"
 HOST = "host"
@@ -105,8 +106,10 @@ class _Launch:
             head = posix.pread(fd, HEAD_BYTES, 0)
             if head.startswith(b"#!"):
                 return self._script(program, named, argv, head, depth)
-            if head[:4] != elf_file.MAGIC:
+            if head[:4] != b"\x7fELF" or native_static(head):
                 return program, argv
+            from hostjob.runtime.launch import elf as elf_file
+
             try:
                 found = elf_file.parse(fd, head)
             except elf_file.ElfError:
@@ -233,6 +236,8 @@ def _library_path(env: list[str], root: str) -> str:
 
 
 def _read_loader(loader: str, interpreter: str) -> Elf:
+    from hostjob.runtime.launch import elf as elf_file
+
     try:
         fd = posix.open(loader, posix.O_RDONLY | posix.O_CLOEXEC | posix.O_NONBLOCK)
     except OSError as err:
@@ -269,12 +274,9 @@ def _glibc_minor(strings: bytes) -> int:
     start = strings.find(b"GLIBC_2.")
     while start >= 0:
         digits = strings[start + 8 : start + 11]
-        number = 0
-        for char in digits:
-            if not 48 <= char <= 57:
-                break
-            number = number * 10 + char - 48
-        best = max(best, number)
+        count = len(digits) - len(digits.lstrip(b"0123456789"))  # its leading digits
+        if count:
+            best = max(best, int(digits[:count]))
         start = strings.find(b"GLIBC_2.", start + 8)
     return best
 
@@ -301,6 +303,8 @@ def _privileged(fd: int) -> bool:
 
 def _check_machine(found: Elf, head: bytes, where: str) -> None:
     """Another architecture's program runs only through a binfmt_misc handler (qemu)."""
+    from hostjob.runtime.launch import elf as elf_file
+
     machines = HOST_MACHINES.get(posix.uname().machine)
     order = elf_file.LITTLE if sys.byteorder == "little" else elf_file.BIG
     if machines is None or (found.machine in machines and found.byte_order == order):
