@@ -113,12 +113,16 @@ class Covers:
         st = posix.fstat(base)
         cover = _new_tmpfs(st, f"{what} (a private {base_path})")
         try:
-            _copy_entries(base, cover, base_path, what)
+            # The cover goes on the base first, then the entries into it: a kernel before
+            # 6.15 moves a mount only onto a tree of the caller's namespace, never into
+            # a detached one (EINVAL). The base's own entries stay reachable through
+            # ``base``, an fd opened before the cover hid them.
             flags = syscalls.MOVE_MOUNT_F_EMPTY_PATH | syscalls.MOVE_MOUNT_T_EMPTY_PATH
             syscalls.move_mount(cover, "", base, "", flags)
             if base_path == "/":
                 posix.fchdir(cover)
                 posix.chroot(".")
+            _copy_entries(base, cover, base_path, what)
         except OSError as err:
             posix.close(cover)
             raise MountError(f"{what} (a private {base_path}): {err.strerror}") from err
