@@ -12,12 +12,14 @@ from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `tests.helpers`
 
+from tests.fuzz.targets import SANDBOX_DIR_VARIABLE
 from tests.helpers import (
     KEPT_IN_ROOT,
     Hostjob,
     cgroup_dirs,
     fingerprint_changes,
     host_fingerprint,
+    hostjob_temp_entries,
     make_bundle,
     mounts_under,
 )
@@ -59,6 +61,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(
             "integration, compat, security and cri tests run as root (they use the kernel)"
         )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _nothing_left_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every session, unit tests too, removes the scratch it made in the system's temp dir
+    (``hostjob-*``). The fuzz targets' sandbox lives in the session's own temp dir (pytest
+    keeps the last few: a killed session leaves nothing in /tmp) and goes at its end, not
+    at the interpreter's exit."""
+    os.environ[SANDBOX_DIR_VARIABLE] = str(tmp_path_factory.mktemp("fuzz"))
+    before = set(hostjob_temp_entries())
+    yield
+    for module, close in (
+        ("tests.fuzz.targets", "close_sandbox"),
+        ("tests.fuzz.cli", "close_cli_sandbox"),
+    ):
+        if module in sys.modules:
+            getattr(sys.modules[module], close)()
+    left = sorted(set(hostjob_temp_entries()) - before)
+    if left:
+        pytest.fail(f"the test session left scratch in the temp dir: {left}", pytrace=False)
 
 
 @pytest.fixture(scope="session", autouse=True)

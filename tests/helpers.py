@@ -403,8 +403,9 @@ def _mounts() -> list[str]:
 def host_fingerprint() -> dict[str, object]:
     """What no test may change on the machine it runs on: the hostname and domain name (and a
     few namespaced sysctls), ``/`` and ``/tmp``'s modes and owners, the network links,
-    ``/etc/hosts``, ``/etc/hostname``, ``/etc/resolv.conf``, and the mount table outside the
-    tests' own directories. Compare two with ``fingerprint_changes``."""
+    ``/etc/hosts``, ``/etc/hostname``, ``/etc/resolv.conf``, the mount table outside the
+    tests' own directories, and the job cgroups (``job_cgroups``). Compare two with
+    ``fingerprint_changes``."""
     sysctls = {}
     for name in FINGERPRINT_SYSCTLS:
         try:
@@ -421,7 +422,26 @@ def host_fingerprint() -> dict[str, object]:
         "/etc/hostname": _file_state("/etc/hostname"),
         "/etc/resolv.conf": _file_state("/etc/resolv.conf"),
         "mounts": _mounts(),
+        "job cgroups": job_cgroups(),
     }
+
+
+def job_cgroups() -> list[str]:
+    """The cgroups below hostjob's default parent, ``/hostjob``, in every hierarchy: a
+    container's job whose container was never deleted stays there."""
+    return sorted(
+        entry.path
+        for parent in cgroup_dirs("/hostjob")
+        for entry in os.scandir(parent)
+        if entry.is_dir(follow_symlinks=False)
+    )
+
+
+def hostjob_temp_entries() -> list[str]:
+    """What is named ``hostjob-*`` in the system's temp dir (the tests' and benches'
+    scratch dirs and files)."""
+    top = tempfile.gettempdir()
+    return sorted(os.path.join(top, n) for n in os.listdir(top) if n.startswith("hostjob-"))
 
 
 def fingerprint_changes(before: dict[str, object], after: dict[str, object]) -> list[str]:

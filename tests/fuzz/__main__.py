@@ -103,7 +103,7 @@ def _run_one_hypothesis(name: str, runs: int, seconds: int, timeout: int) -> int
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.fuzz.targets import TARGETS
+    from tests.fuzz.targets import SANDBOX_DIR_VARIABLE, TARGETS
 
     p = argparse.ArgumentParser(prog="python -m tests.fuzz", description=__doc__)
     p.add_argument("target", help=f"one of {', '.join(_targets())}, or all (those of no root)")
@@ -139,10 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         # The child's sandboxes and corpus live in a temp dir of the parent's, removed
         # here: libFuzzer ends the child with exit(), which skips Python's clean-up.
         with tempfile.TemporaryDirectory(prefix=f"hostjob-fuzz-{name}-") as tmp:
+            env = {**os.environ, "TMPDIR": tmp, SANDBOX_DIR_VARIABLE: tmp}
             t0 = time.monotonic()
-            done = subprocess.run(
-                cmd, capture_output=True, text=True, check=False, env={**os.environ, "TMPDIR": tmp}
-            )
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
             took = time.monotonic() - t0
         output = done.stdout + done.stderr
         found = re.findall(r"Done (\d+) runs", output)

@@ -81,8 +81,16 @@ def cli_sandbox() -> CliSandbox:
     global _BOX
     if _BOX is None:
         _BOX = CliSandbox()
-        atexit.register(_BOX.close)
+        atexit.register(close_cli_sandbox)
     return _BOX
+
+
+def close_cli_sandbox() -> None:
+    """Remove the process's CLI sandbox and its containers, if it made one."""
+    global _BOX
+    if _BOX is not None:
+        _BOX.close()
+        _BOX = None
 
 
 def _hostjob() -> list[str]:

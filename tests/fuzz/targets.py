@@ -64,12 +64,18 @@ def _expect_clean(fn: Callable[[], Any]) -> Any:
 # --- sandboxes ------------------------------------------------------------------------
 
 
+# Where sandboxes are made when set (the test session's own temp dir, which pytest rotates:
+# a killed session leaves nothing in /tmp), else the system's temp dir.
+SANDBOX_DIR_VARIABLE = "HOSTJOB_FUZZ_SANDBOX_DIR"
+
+
 class Sandbox:
     """A temp dir with a bundle (``bundle/rootfs``), a layer parent and a canary dir
     whose content must never change."""
 
     def __init__(self) -> None:
-        self.base = tempfile.mkdtemp(prefix="hostjob-fuzz-")
+        parent = os.environ.get(SANDBOX_DIR_VARIABLE) or None
+        self.base = tempfile.mkdtemp(prefix="hostjob-fuzz-", dir=parent)
         self.bundle = os.path.join(self.base, "bundle")
         os.makedirs(os.path.join(self.bundle, "rootfs", "bin"))
         self.layers = os.path.join(self.base, "layers")
@@ -106,8 +112,16 @@ def sandbox() -> Sandbox:
     global _SANDBOX
     if _SANDBOX is None:
         _SANDBOX = Sandbox()
-        atexit.register(_SANDBOX.close)
+        atexit.register(close_sandbox)
     return _SANDBOX
+
+
+def close_sandbox() -> None:
+    """Remove the process's sandbox, if it made one (at exit, or when a test session ends)."""
+    global _SANDBOX
+    if _SANDBOX is not None:
+        _SANDBOX.close()
+        _SANDBOX = None
 
 
 # --- config.json ----------------------------------------------------------------------

@@ -82,3 +82,15 @@ def test_runner(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     for row in rows:
         assert row[-1] == "ok" and re.fullmatch(r"\d+", row[2]), row
         assert int(row[2]) >= (1 if "--seconds" in budget else 500), row
+
+
+def test_the_sandbox_is_in_the_sessions_temp_dir_and_goes_with_it() -> None:
+    """A session killed before its end leaves no sandbox in /tmp: it is made in the
+    session's own temp dir, and removed when the session ends, not at exit."""
+    from tests.fuzz import targets
+
+    box = targets.sandbox()
+    assert box.base.startswith(os.environ[targets.SANDBOX_DIR_VARIABLE] + os.sep)
+    targets.close_sandbox()
+    assert not os.path.exists(box.base)
+    assert targets.sandbox().base != box.base  # made again for the next target
