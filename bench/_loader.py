@@ -54,25 +54,42 @@ MUSL_C = "int main(void) { return 0; }\n"
 STEP = """
 from time import perf_counter
 from hostjob.runtime.launch import plan as launch_plan
+from hostjob.runtime.launch import spawn  # loaded by the runtime before it forks
+from hostjob.runtime.launch.child import ChildSetup
 from hostjob.runtime.launch.program import find_program_named, runs_as_it_is
 
-mode, mp = sys.argv[1], sys.argv[2]
+mode, mp, cache = sys.argv[1], sys.argv[2], sys.argv[3]
 plan = launch_plan.LaunchPlan()
-plan.args = sys.argv[3:]
+plan.args = sys.argv[4:]
 plan.mount_point = mp
 plan.image_path = IMAGE_PATH
 plan.env = ["PATH=" + launch_plan.extend_path(HOST_PATH, mp)]
 plan.cwd = mp
-plan.image_loader = mode == "image"
+plan.image_loader = mode != "host"
+# An install that keeps no decisions runs "cold" and "warm" as "image".
+keeps = mode in ("cold", "warm") and hasattr(spawn, "_kept_decisions")
 t0 = perf_counter()
+if keeps:
+    setup = ChildSetup(plan, None)
+    setup.decisions_dir = cache
+    spawn._kept_decisions(setup)  # the runtime's part, before the fork
 program, named = find_program_named(
     plan.args[0], plan.cwd, plan.path_value(), plan.mount_point, plan.image_path
 )
 args = plan.args
 if not runs_as_it_is(plan, program):
-    from hostjob.runtime.launch import loader
+    if keeps:
+        from hostjob.runtime.launch import recall
 
-    program, args = loader.prepare(plan, program, named)
+        program, args, learned = recall.decide(plan, program, named, setup.decisions)
+        if learned is not None:
+            from hostjob.runtime.launch import remember
+
+            remember.keep(cache, learned)  # the runtime's part, once the child is ready
+    else:
+        from hostjob.runtime.launch import loader
+
+        program, args = loader.prepare(plan, program, named)
 t1 = perf_counter()
 print(round((t1 - t0) * 1e6, 1), program, *args)
 """
@@ -113,11 +130,25 @@ def python_of(venv: Path) -> str:
     return str(venv / "bin" / "python")
 
 
+MODES = ("host", "image", "cold", "warm")
+
+
+def cache_for(script: Path, mode: str, args: list[str]) -> Path:
+    """The directory of kept decisions a step uses: a first start ("cold") finds it
+    empty, a later one ("warm") finds what a first start kept."""
+    cache = script.parent / f"cache-{script.stem}-{'-'.join(args).replace('/', '_')}"
+    if mode == "cold" and cache.exists():
+        shutil.rmtree(cache)
+    return cache
+
+
 def instructions(python: str, script: Path, mode: str, root: Path, args: list[str]) -> int:
+    cache = cache_for(script, mode, args)
     # One hash seed: set and dict work varies with it by ~0.1M instructions a run.
     done = subprocess.run(
         ["env", "PYTHONHASHSEED=0", "valgrind", "--tool=callgrind",
-         "--callgrind-out-file=/dev/null", python, "-S", str(script), mode, str(root), *args],
+         "--callgrind-out-file=/dev/null", python, "-S", str(script), mode, str(root),
+         str(cache), *args],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     found = re.search(r"Collected : (\d+)", done.stderr)
@@ -127,8 +158,9 @@ def instructions(python: str, script: Path, mode: str, root: Path, args: list[st
 
 
 def step_us(python: str, script: Path, mode: str, root: Path, args: list[str]) -> tuple[float, str]:
+    cache = cache_for(script, mode, args)
     out = subprocess.run(
-        [python, "-S", str(script), mode, str(root), *args],
+        [python, "-S", str(script), mode, str(root), str(cache), *args],
         capture_output=True, text=True, check=True,
     ).stdout.split(" ", 1)  # fmt: skip
     return float(out[0]), out[1].strip()
@@ -153,19 +185,27 @@ def main() -> int:
         pythons = {n: python_of(v) for n, v in installs.items()}
         for name in installs:  # what each runs, once (a different answer is a bug)
             for kind in kinds:
-                _, shown = step_us(pythons[name], scripts[name], "image", root, KINDS[kind])
+                shown, *kept = (
+                    step_us(pythons[name], scripts[name], m, root, KINDS[kind])[1]
+                    for m in ("image", "cold", "warm")
+                )
+                if any(k != shown for k in kept):
+                    raise SystemExit(f"{name} {kind}: a kept decision differs: {kept} {shown}")
                 print(f"{name:4} {kind:28} -> {shown.replace(str(root), '<mp>')[:110]}")
         if not opts.no_callgrind:
-            print("\ninstructions (callgrind), step with the image's loader less without:")
+            print(
+                "\ninstructions (callgrind) the step adds with the image's loader:"
+                " worked out each time, a first start (kept after), a later start"
+            )
             for kind in kinds:
                 cells = []
                 for name in installs:
-                    counts = [
-                        instructions(pythons[name], scripts[name], m, root, KINDS[kind])
-                        for m in ("host", "image")
-                    ]
-                    extra = (counts[1] - counts[0]) / 1e6
-                    cells.append(f"{name}: {counts[1] / 1e6:6.2f}M (+{extra:.2f}M)")
+                    counts = {
+                        m: instructions(pythons[name], scripts[name], m, root, KINDS[kind])
+                        for m in MODES
+                    }
+                    extra = [(counts[m] - counts["host"]) / 1e6 for m in MODES[1:]]
+                    cells.append(f"{name}: " + " ".join(f"+{e:.2f}M" for e in extra))
                 print(f"  {kind:28} " + "   ".join(cells))
         if opts.rounds:
             wall(opts.rounds, kinds, installs, pythons, scripts, root)
@@ -180,20 +220,24 @@ def wall(
     scripts: dict[str, Path],
     root: Path,
 ) -> None:
-    cases = [(n, k, m) for n in installs for k in kinds for m in ("host", "image")]
+    cases = [(n, k, m) for n in installs for k in kinds for m in ("host", "image", "warm")]
     times: dict[tuple[str, str, str], list[float]] = {c: [] for c in cases}
     for _ in range(rounds):
         random.shuffle(cases)
         for name, kind, mode in cases:
             us, _ = step_us(pythons[name], scripts[name], mode, root, KINDS[kind])
             times[name, kind, mode].append(us)
-    print(f"\nwall time of the step (µs, medians of {rounds} interleaved rounds), image less host:")
+    print(
+        f"\nwall time of the step (µs, medians of {rounds} interleaved rounds), with the"
+        " image's loader less without: worked out each time, a later start"
+    )
     for kind in kinds:
         cells = []
         for name in installs:
-            image = statistics.median(times[name, kind, "image"])
             host = statistics.median(times[name, kind, "host"])
-            cells.append(f"{name}: {image:7.0f} µs (+{image - host:.0f})")
+            image = statistics.median(times[name, kind, "image"])
+            warm = statistics.median(times[name, kind, "warm"])
+            cells.append(f"{name}: +{image - host:.0f} +{warm - host:.0f}")
         print(f"  {kind:28} " + "   ".join(cells))
 
 

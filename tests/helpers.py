@@ -20,7 +20,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 # What hostjob keeps in a state root between containers (compiled seccomp profiles): no
 # container's, so never a leftover of one.
-KEPT_IN_ROOT = frozenset({".seccomp"})
+KEPT_IN_ROOT = frozenset({".seccomp", ".loader"})
 BUSYBOX = shutil.which("busybox") or "/bin/busybox"
 BUSYBOX_APPLETS = (
     "sh", "echo", "cat", "sleep", "true", "false", "env", "id", "ls", "pwd", "stty",

@@ -283,6 +283,30 @@ def test_run_image(hj: Hostjob, tmp_path: Path, trixie_image: str) -> None:
         hj("prune", "--all", "--force", *store)
 
 
+def test_the_next_container_takes_the_decision_kept(
+    hj: Hostjob, tmp_path: Path, trixie_image: str
+) -> None:
+    """Two containers of one image, two overlay mounts of the same layers: the second
+    start takes the decision the first kept in the state root (its file is not written
+    again), and so does an exec."""
+    store = ["--store", str(tmp_path / "store")]
+    try:
+        assert hj.ok("run", "--rm", "-q", *store, trixie_image, "jq", "--version") == "jq-1.7\n"
+        (kept,) = (hj.root / ".loader").glob("*.run")
+        first = kept.stat()
+        assert (first.st_mode & 0o777, first.st_uid) == (0o600, 0)
+        assert hj.ok("run", "--rm", "-q", *store, trixie_image, "jq", "-n", "1 + 1") == "2\n"
+        cid = new_id()
+        hj.ok("run", "-d", "-q", *store, "--name", cid, trixie_image, "sleep", "300")
+        try:
+            assert hj.ok("exec", cid, "jq", "-n", "[1, 2] | add") == "3\n"
+        finally:
+            hj.ok("delete", "--force", cid)
+        assert kept.stat().st_ino == first.st_ino
+    finally:
+        hj("prune", "--all", "--force", *store)
+
+
 def test_run_image_of_a_lone_program(hj: Hostjob, tmp_path: Path) -> None:
     """The issue's LONE: an image of one program whose loader is nowhere."""
     src = tmp_path / "lone"

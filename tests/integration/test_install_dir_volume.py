@@ -120,3 +120,28 @@ def test_create_then_start_with_a_volume_over_the_install_dir(
         time.sleep(0.02)
     assert result_file.read_text() == "started\n"
     hj.ok("delete", "--force", cid)
+
+
+def test_an_images_program_with_a_volume_over_the_install_dir(hj: Hostjob, tmp_path: Path) -> None:
+    """A dynamically linked program of the image (Debian 13's jq) in bind mode: the
+    look-up through the image's loader runs after the entry, and so does the keeping of
+    its decision on a first start, then the check of it on the next."""
+    import json
+    import shutil
+
+    from tests import distro
+
+    root = distro.extract(distro.distro_tar(), tmp_path / "rootfs")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    config = covering_config(empty, "jq", "--version")
+    config["process"]["env"] = [f"PATH={distro.IMAGE_PATH}"]
+    config["root"] = {"path": str(root)}
+    bundle_dir = tmp_path / "b"
+    bundle_dir.mkdir()
+    (bundle_dir / "config.json").write_text(json.dumps(config))
+    shutil.rmtree(hj.root / ".loader", ignore_errors=True)  # a first start, then another
+    for _ in range(2):
+        done = hj("run", "-b", str(bundle_dir), new_id(), timeout=120)
+        assert (done.returncode, done.stdout, done.stderr) == (0, "jq-1.7\n", "")
+    assert len(list((hj.root / ".loader").glob("*.run"))) == 1

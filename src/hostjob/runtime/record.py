@@ -28,6 +28,7 @@ from hostjob.runtime.state_root import (
     DEFAULT_ROOT,
     DELEGATE_DIR,
     ID_CHARS,
+    LOADER_CACHE_DIR,
     SECCOMP_CACHE_DIR,
     container_dir,
 )
@@ -305,6 +306,10 @@ class StateStore:
         """Where compiled seccomp profiles are kept between creates (below the root that
         ``create`` made)."""
         return paths.join(self.root, SECCOMP_CACHE_DIR)
+
+    def loader_cache(self) -> str:
+        """Where the image loader's decisions are kept between starts."""
+        return paths.join(self.root, LOADER_CACHE_DIR)
 
     def has_delegates(self) -> bool:
         return paths.isdir(paths.join(self.root, DELEGATE_DIR))

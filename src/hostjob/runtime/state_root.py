@@ -18,8 +18,10 @@ DEFAULT_ROOT = "/run/hostjob"
 DELEGATE_DIR = ".delegate"
 # Compiled seccomp profiles kept for the next create (hostjob.seccomp.cache).
 SECCOMP_CACHE_DIR = ".seccomp"
+# The image loader's decisions kept for the next start (hostjob.runtime.launch.recall).
+LOADER_CACHE_DIR = ".loader"
 # hostjob's own names in the state root: no container may take one.
-_RESERVED = (".", "..", DELEGATE_DIR, SECCOMP_CACHE_DIR)
+_RESERVED = (".", "..", DELEGATE_DIR, SECCOMP_CACHE_DIR, LOADER_CACHE_DIR)
 MAX_ID_BYTES = 1024
 ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+.-")
 

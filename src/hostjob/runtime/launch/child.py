@@ -9,7 +9,8 @@ reports "ready" over a close-on-exec pipe and, for ``create``, blocks on the
 runtime before the fork (``hostjob.runtime.launch.spawn``).
 
 Protocol on the report pipe (child -> runtime): ``READY`` when set up, then EOF at
-exec; or ``ERROR`` + the message, and exit.
+exec; or ``ERROR`` + the message, and exit. Before ``READY``, ``LEARNED`` + 4 bytes of
+length + an image loader's decision for the runtime to keep (``launch.recall``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 
 READY = b"R"
 ERROR = b"E"
+LEARNED = b"L"
 
 
 class ChildSetup:
@@ -50,6 +52,8 @@ class ChildSetup:
 
     __slots__ = (
         "console",
+        "decisions",
+        "decisions_dir",
         "enter_namespace",
         "entry",
         "extra_fds",
@@ -92,6 +96,10 @@ class ChildSetup:
         # run -d IMAGE: stdout and stderr are these FIFOs (their watcher reads them),
         # stdin is /dev/null (see ``_connect_stdio``).
         self.stdio: tuple[str, str] | None = None
+        # Where the image loader's decisions are kept (``launch.recall``), and the file
+        # ``spawn`` read there for this process's request (None: none are kept).
+        self.decisions_dir: str | None = None
+        self.decisions: bytes | None = None
 
     def set_init_steps(self, job: JobConfig, hook_state: dict[str, Any]) -> None:
         """What the config asks of a job's init in the child (create's, a restart's):
@@ -137,9 +145,11 @@ def child_main(
     )
     args = plan.args
     if not runs_as_it_is(plan, program):
-        from hostjob.runtime.launch import loader  # the image's loader, or an interpreter
+        from hostjob.runtime.launch import recall  # the image's loader, or an interpreter
 
-        program, args = loader.prepare(plan, program, named)
+        program, args, learned = recall.decide(plan, program, named, setup.decisions)
+        if learned is not None:
+            posix.write(report_fd, LEARNED + len(learned).to_bytes(4, "little") + learned)
     env = environment(plan, setup.listen_fds, setup.extra_fds)
     posix.write(report_fd, READY)
     _exec_once_started(setup, program, args, env, fifo_fd, release_fd)
@@ -173,7 +183,7 @@ def _load_before_entry(setup: ChildSetup) -> None:
     if setup.plan.seccomp is not None:
         from hostjob.seccomp import bpf  # noqa: F401
     if setup.plan.image_loader:  # the program's loader is decided after the entry
-        from hostjob.runtime.launch import libraries, loader, probe  # noqa: F401
+        from hostjob.runtime.launch import libraries, loader, probe, recall, remember  # noqa: F401
 
 
 def _keep_fds(setup: ChildSetup, report_fd: int, release_fd: int, placed_fd: int) -> None:

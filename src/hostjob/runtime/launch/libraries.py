@@ -27,7 +27,7 @@ import posix
 from hostjob.boot import paths
 from hostjob.errors import StartError
 from hostjob.runtime.launch import elf as elf_file
-from hostjob.runtime.launch.program import in_root
+from hostjob.runtime.launch.program import in_root, seen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -102,6 +102,7 @@ class Resolver:
         parent, _, name = image_path.rpartition("/")
         base = self._resolve(parent or "/", links)
         candidate = f"{base}{name}" if base.endswith("/") else f"{base}/{name}"
+        seen.append(candidate)
         try:
             is_link = posix.lstat(candidate).st_mode & 0o170000 == 0o120000
         except OSError:
@@ -149,6 +150,7 @@ class Resolver:
         directory = self.directory(image_path)
         if directory is None:
             return []
+        seen.append(directory + "/")  # its entries, not only what it is
         try:
             return posix.listdir(directory)
         except OSError:
@@ -156,6 +158,7 @@ class Resolver:
 
     def load(self, key: str) -> Elf | None:
         """The ELF object at the host path ``key`` as the loader opens it, or None."""
+        seen.append(key)
         try:
             fd = posix.open(key, posix.O_RDONLY | posix.O_CLOEXEC | posix.O_NONBLOCK)
         except OSError as err:

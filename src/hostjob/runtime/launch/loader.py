@@ -40,6 +40,7 @@ from hostjob.runtime.launch.program import (
     find_program_named,
     in_root,
     native_static,
+    seen,
     shebang,
 )
 
@@ -98,6 +99,7 @@ class _Launch:
         """(path, argv) for ``program``: itself, its loader or its interpreter."""
         if not program.startswith(self.root + "/"):
             return program, argv
+        seen.append(program)
         try:
             fd = posix.open(program, posix.O_RDONLY | posix.O_CLOEXEC | posix.O_NONBLOCK)
         except OSError:
@@ -171,6 +173,7 @@ class _Launch:
         shown = self.shown(named)
         target = program
         if shown != program:
+            seen.append(shown)
             if paths.dirname(shown) == paths.dirname(program) and paths.realpath(shown) == program:
                 target = shown  # the link leads where it leads inside the image too
             elif modern if kind == libraries.GLIBC else _musl_argv0(loader):

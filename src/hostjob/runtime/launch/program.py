@@ -20,11 +20,20 @@ from hostjob.errors import StartError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Literal
+    from typing import Any, Literal
 
     from hostjob.runtime.launch.plan import LaunchPlan
 
 HEAD_BYTES = 4096  # a file's first bytes, read once: an ELF file's headers, a #! line
+
+# Every path a look-up touched, in order: what the loader's decision depends on, kept
+# with it (``hostjob.runtime.launch.recall`` empties it before the decision).
+seen: list[str] = []
+# Kept decisions: their format's version; the mark the mount point is kept as (no path
+# holds a NUL); the end of their files' names.
+DECISIONS_VERSION = 1
+MARK = "\0"
+DECISIONS_SUFFIX = ".run"
 
 # The ELF machines (e_machine) this host runs natively, by its machine (uname).
 HOST_MACHINES = {
@@ -214,6 +223,7 @@ def find_program_named(
             candidate = in_root(root, paths.join(relative, arg0))
         else:
             candidate = named = paths.join(entry or ".", arg0)
+            seen.append(candidate)  # the host's: a decision that reads it is not kept
         if not paths.lexists(candidate):
             continue
         try:
@@ -252,6 +262,7 @@ def in_root(root: str, path: str) -> str:
                 done.pop()
             continue
         candidate = paths.join(root, *done, name)
+        seen.append(candidate)
         try:
             is_link = posix.lstat(candidate).st_mode & 0o170000 == 0o120000
         except OSError:
@@ -287,3 +298,58 @@ def _check_executable(arg0: str, candidate: str) -> None:
         raise StartError(f'exec: "{arg0}": is a directory')
     if not (st.st_mode & 0o111) or not posix.access(candidate, posix.X_OK):
         raise StartError(f'exec: "{arg0}": permission denied')
+
+
+def decision_request(plan: LaunchPlan) -> tuple[Any, ...] | None:
+    """What the image loader's decision (``hostjob.runtime.launch.recall``) depends on
+    besides the image's files, the mount point made a mark; None when something holds
+    a NUL (nothing to mark it by)."""
+    root = plan.mount_point.rstrip("/")
+    user = plan.user
+    library_path = ""
+    for entry in plan.env:
+        if entry.startswith("LD_LIBRARY_PATH="):
+            library_path = entry
+    words = (plan.args[0], plan.cwd, plan.path_value(), plan.image_path, library_path)
+    if any(MARK in word for word in words):
+        return None
+    marked = tuple(word.replace(root, MARK) for word in words)
+    return (DECISIONS_VERSION, user.uid, user.gid, tuple(user.groups), plan.capabilities, *marked)
+
+
+def decision_file(request: tuple[Any, ...]) -> str:
+    """The request's file: its words' bytes as a number, modulo a prime (binascii and
+    zlib are extension modules, whose loading alone would cost a start more than a hit
+    saves; two requests that share a file are told apart by their words)."""
+    data = repr(request).encode("utf-8", "surrogateescape")
+    number = int.from_bytes(data, "little") % 0x1FFFFFFFFFFFFFFF
+    return f"{number:016x}-{len(data)}{DECISIONS_SUFFIX}"
+
+
+def signature(path: str) -> Any:
+    """What a path of the image is, as a loader decision read it (``launch.recall`` says
+    why each part); a path ending in ``/`` is a directory whose entries were listed."""
+    try:
+        st = posix.lstat(path)
+    except OSError as err:
+        return err.errno
+    kind = st.st_mode & 0o170000
+    if kind == 0o100000:
+        return (st.st_ino, st.st_ctime_ns, st.st_size)
+    if kind == 0o040000:
+        if path.endswith("/"):
+            return (st.st_mode, st.st_uid, st.st_gid, st.st_ino, st.st_ctime_ns)
+        return (st.st_mode, st.st_uid, st.st_gid)
+    if kind != 0o120000:
+        return (st.st_mode,)
+    try:
+        target = posix.readlink(path)
+    except OSError as err:
+        return (None, err.errno)  # replaced meanwhile
+    try:
+        st = posix.stat(path)
+    except OSError as err:
+        return (target, err.errno)
+    if st.st_mode & 0o170000 == 0o100000:
+        return (target, st.st_ino, st.st_ctime_ns, st.st_size)
+    return (target, st.st_mode, st.st_uid, st.st_gid)

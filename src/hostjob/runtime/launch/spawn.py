@@ -24,7 +24,8 @@ import posix
 
 from hostjob.boot.env import getenv
 from hostjob.errors import HostjobError, StartError
-from hostjob.runtime.launch.child import ERROR, READY, ChildSetup, child_main
+from hostjob.runtime.launch.child import ERROR, LEARNED, READY, ChildSetup, child_main
+from hostjob.runtime.launch.program import decision_file, decision_request
 from hostjob.runtime.proc import exit_code, read_all
 
 TYPE_CHECKING = False
@@ -81,6 +82,7 @@ def spawn(
     the child sets itself up, on the other CPU). ``place(pid)``, before it, puts the
     child into its job from outside (systemd's scope takes a process, not a path): the
     child waits for it before its first step. If either raises, the child is killed."""
+    _kept_decisions(setup)
     report_r, report_w = posix.pipe()
     release_r, release_w = posix.pipe() if setup.release_by_pipe else (-1, -1)
     placed_r, placed_w = posix.pipe() if place is not None else (-1, -1)
@@ -123,7 +125,16 @@ def spawn(
         if placed_w >= 0:
             posix.close(placed_w)
     first = posix.read(report_r, 1)  # READY, ERROR, or nothing: the child died
+    learned = None
+    if first == LEARNED:
+        # Sent by the child's own code, which bounds it (remember.keep checks it again).
+        learned = _read_exactly(report_r, int.from_bytes(_read_exactly(report_r, 4), "little"))
+        first = posix.read(report_r, 1)
     if first == READY:
+        if learned and setup.decisions_dir is not None:
+            from hostjob.runtime.launch import remember
+
+            remember.keep(setup.decisions_dir, learned)
         return Child(pid, report_r, release_w)
     message = first + read_all(report_r)
     posix.close(report_r)
@@ -134,6 +145,51 @@ def spawn(
         raise StartError(message[1:].decode(errors="replace"))
     raise StartError(f"container process died during set-up (exit status {exit_code(status)})")
 
+
+def _kept_decisions(setup: ChildSetup) -> None:
+    """The file of image loader decisions kept for this process's request, for the
+    child to check when its program needs the loader (``launch.recall``): read here,
+    where the state root may be read, from a file this user owns that nobody else may
+    write, below a directory opened without following a symlink. Its bytes only: a
+    program the kernel runs as it is never parses them."""
+    plan = setup.plan
+    if setup.decisions_dir is None or not plan.image_loader or plan.mount_point == "/":
+        return
+    request = decision_request(plan)
+    if request is None:
+        return
+    setup.decisions = b""  # none kept yet: the child sends what it learns
+    flags = posix.O_RDONLY | posix.O_NOFOLLOW | posix.O_CLOEXEC
+    try:
+        dir_fd = posix.open(setup.decisions_dir, flags | posix.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        fd = posix.open(decision_file(request), flags, dir_fd=dir_fd)
+    except OSError:
+        return
+    finally:
+        posix.close(dir_fd)
+    try:
+        st = posix.fstat(fd)
+        if st.st_uid == posix.geteuid() and not st.st_mode & 0o022:
+            setup.decisions = posix.read(fd, MAX_DECISIONS)
+    except OSError:
+        pass
+    finally:
+        posix.close(fd)
+
+
+def _read_exactly(fd: int, size: int) -> bytes:
+    """``size`` bytes of the report pipe (fewer only if the child died meanwhile)."""
+    chunks: list[bytes] = []
+    while size > 0 and (chunk := posix.read(fd, min(size, 65536))):
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+MAX_DECISIONS = 1 << 20  # a file of kept decisions, read at most (remember bounds them)
 
 # Set once clone3 or CLONE_INTO_CGROUP proved missing: later spawns go straight to fork.
 _clone3_missing = False

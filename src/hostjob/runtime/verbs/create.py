@@ -317,7 +317,7 @@ def _child_setup(
 
         bpf.save(plan.seccomp, store.path(container.id, SECCOMP_NAME))
     setup = ChildSetup(plan, cgroups.Entry([], None) if scope else manager.entry())
-    setup.fifo = fifo
+    setup.fifo, setup.decisions_dir = fifo, store.loader_cache()
     setup.release_by_pipe = release_by_pipe
     setup.console = options.console_socket
     setup.pidfd_socket = options.pidfd_socket

@@ -123,6 +123,7 @@ def exec_in_job(
         compiled = bpf.load(container.store.path(container.id, SECCOMP_NAME))
     setup = ChildSetup(launch_plan.plan(job, process, compiled), entry)
     setup.console = console
+    setup.decisions_dir = container.store.loader_cache()
     setup.pidfd_socket, setup.pidfd_kind = options.pidfd_socket, "setns"
     setup.extra_fds = options.preserve_fds
     # The init's namespaces: bind mode's mount namespace, a pod's that it joined.

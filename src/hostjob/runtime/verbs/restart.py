@@ -52,6 +52,7 @@ def restart(container: Handle, stdio: tuple[str, str] | None = None) -> Child:
 
         setup = ChildSetup(launch_plan.plan(job, job.process), entry)
         setup.stdio = stdio
+        setup.decisions_dir = container.store.loader_cache()
         setup.set_init_steps(job, container.hook_state(Status.CREATED, None))
         child = spawn(setup, place=place)
         record.pid = child.pid
