@@ -29,6 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import _cri_breakdown as breakdown
 from tests.compat import harness
 from tests.compat.image import build_rootfs
 from tests.cri import kubelet
@@ -50,24 +51,47 @@ def images(work: Path) -> list[tuple[Path, str]]:
     return [(pause, kubelet.PAUSE_IMAGE), (tools, kubelet.TOOLS_IMAGE)]
 
 
-def one_pod(node: kubelet.Node, name: str, out: list[float], problems: list[str]) -> None:
+def one_pod(
+    node: kubelet.Node,
+    name: str,
+    out: list[float],
+    problems: list[str],
+    record: breakdown.PodRecord | None = None,
+    ids: set[str] | None = None,
+) -> None:
+    """One pod started, timed and deleted; with ``record``, its breakdown's figures (taken
+    while it runs); its sandbox and container IDs into ``ids``."""
     pod = node.pod(name)
+    timed = node.runtime if isinstance(node.runtime, breakdown.TimedRuntime) else None
+    if timed:
+        timed.calls().clear()
     try:
         start = time.perf_counter()
+        began = time.monotonic()
         pod.run()
-        pod.run_container("c", COMMAND)
+        c = pod.run_container("c", COMMAND)
         out.append(time.perf_counter() - start)
+        if record is not None and timed:
+            # while the pod runs (outside the measured latency): its shim and processes
+            record.start, record.end = began, time.monotonic()
+            record.sandbox_id, record.container_id = pod.sandbox_id, c.id
+            record.calls = list(timed.calls())
+            record.snap = breakdown.snapshot(pod.sandbox_id, pod.cgroup_parent, pod.uid)
     except Exception as err:  # reported: the round goes on
         problems.append(f"{node.handler} {name}: {err}")
     finally:
+        if ids is not None:
+            ids.update([pod.sandbox_id, *(c.id for c in pod.containers)])
         problems.extend(pod.delete(grace=0))
         if pod in node.pods:
             node.pods.remove(pod)
 
 
-def burst(node: kubelet.Node, size: int, tag: str, out: list[float], problems: list[str]) -> None:
+def burst(
+    node: kubelet.Node, size: int, tag: str, out: list[float], problems: list[str], ids: set[str]
+) -> None:
     threads = [
-        threading.Thread(target=one_pod, args=(node, f"b{tag}-{i}", out, problems))
+        threading.Thread(target=one_pod, args=(node, f"b{tag}-{i}", out, problems, None, ids))
         for i in range(size)
     ]
     for t in threads:
@@ -88,7 +112,12 @@ def main() -> int:
     parser.add_argument("--bursts", type=int, default=3, help="bursts per handler")
     parser.add_argument("--warmup", type=int, default=2, help="rounds dropped first")
     parser.add_argument("--hostjob", help="the hostjob to measure (default: the venv's)")
-    parser.add_argument("--json", help="write the samples here")
+    parser.add_argument("--json", help="write the samples (and the breakdown) here")
+    parser.add_argument(
+        "--no-breakdown",
+        action="store_true",
+        help="no runtime wrapper and no per-pod breakdown: the latency alone",
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("bench/cri: needs root", file=sys.stderr)
@@ -96,11 +125,21 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="hj-bench-cri-"))
     traces = harness.HostTraces()
     hostjob = harness.find_hostjob(args.hostjob, workdir=work)
+    logs: dict[str, Path] = {}
+    if not args.no_breakdown:
+        runc = Path(shutil.which("runc") or "runc").resolve()
+        hostjob, logs["hostjob"] = breakdown.build_wrapper(work, "hostjob", hostjob)
+        runc_wrapper, logs["runc"] = breakdown.build_wrapper(work, "runc", runc)
     config = cri_config(work, hostjob, work / "runtime-root", work / "runc-root")
+    if logs:
+        config = breakdown.with_runc_binary(config, work / "runc-root", runc_wrapper)
     ctd = harness.Containerd(work / "containerd", namespace="k8s.io", cri=config)
     nodes: dict[str, kubelet.Node] = {}
     problems: list[str] = []
     samples: dict[str, dict[str, list[float]]] = {h: {"single": [], "burst": []} for h in HANDLERS}
+    records: dict[str, list[breakdown.PodRecord]] = {h: [] for h in HANDLERS}
+    ids: dict[str, set[str]] = {h: set() for h in HANDLERS}  # every pod's, for the breakdown
+    summary: dict[str, dict[str, object]] = {}
     try:
         ctd.start()
         for archive, ref in images(work / "images"):
@@ -112,26 +151,38 @@ def main() -> int:
         )
         for node in nodes.values():
             node.start()
+            if logs:
+                node.runtime = breakdown.TimedRuntime(node.runtime)  # type: ignore[assignment]
         for n in range(args.warmup + args.rounds):
             order = HANDLERS if n % 2 else HANDLERS[::-1]
             for handler in order:
                 out: list[float] = []
-                one_pod(nodes[handler], f"s{n}", out, problems)
+                record = breakdown.PodRecord(handler) if logs else None
+                one_pod(nodes[handler], f"s{n}", out, problems, record, ids[handler])
                 if n >= args.warmup:
                     samples[handler]["single"] += out
+                    if record and record.sandbox_id:
+                        records[handler].append(record)
         for n in range(args.bursts):
             order = HANDLERS if n % 2 else HANDLERS[::-1]
             for handler in order:
-                burst(nodes[handler], args.burst, str(n), samples[handler]["burst"], problems)
+                burst(
+                    nodes[handler], args.burst, str(n), samples[handler]["burst"], problems,
+                    ids[handler],
+                )  # fmt: skip
     finally:
         for node in nodes.values():
             problems += node.stop()
         problems += ctd.stop()
         traces.cleanup()
+        if logs and all(records.values()):
+            summary = {h: breakdown.summarize(records[h], logs[h], ids[h]) for h in HANDLERS}
         shutil.rmtree(work, ignore_errors=True)
     report(samples, args)
+    if summary:
+        breakdown.report(summary, HANDLERS)
     if args.json:
-        Path(args.json).write_text(json.dumps(samples))
+        Path(args.json).write_text(json.dumps({**samples, "breakdown": summary}))
     for line in problems:
         print(f"problem: {line}", file=sys.stderr)
     return 1 if problems else 0
