@@ -86,8 +86,8 @@ def _recall(
             if all(launch_program.signature(root + rel) == sig for rel, sig in entry[5]):
                 prefix = [word.replace(MARK, root) for word in entry[4]]
                 return entry[3].replace(MARK, root), [*prefix, *args[1:]]
-        except (TypeError, ValueError, IndexError):
-            continue
+        except (TypeError, ValueError, IndexError, AttributeError):
+            continue  # not an entry of this version: a miss
     return None
 
 

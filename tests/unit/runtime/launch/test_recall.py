@@ -228,3 +228,24 @@ def test_no_container_may_take_the_directorys_name() -> None:
 
     with pytest.raises(InvalidArgument, match="invalid container ID"):
         validate_id(".loader")
+
+
+def test_an_entry_of_another_shape_is_a_miss(image: Image, starts: Starts) -> None:
+    """The request's file holds entries for this request in a shape this version never
+    writes (another version's, a file put there by hand): each is passed over."""
+    import marshal
+
+    plan = image.plan("jq")
+    first = starts.start(plan=plan)
+    request = launch_program.decision_request(plan)
+    assert request is not None
+    jq = str(image.root / "usr/bin/jq").replace(image.mp, "\0")
+    odd = [
+        (request, jq, jq, 5, (), ()),  # the path is no string
+        (request, jq, jq, "\0/x", ("a",), ((1, 2, 3),)),  # a dependency of three parts
+        (request, jq, jq, "\0/x", (1,), ()),  # a word that is no string
+    ]
+    (kept,) = starts.files()
+    kept.write_bytes(marshal.dumps(odd))
+    kept.chmod(0o600)
+    assert starts.start(plan=plan) == first and starts.learned
