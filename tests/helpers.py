@@ -21,6 +21,14 @@ REPO = Path(__file__).resolve().parent.parent
 # What hostjob keeps in a state root between containers (compiled seccomp profiles): no
 # container's, so never a leftover of one.
 KEPT_IN_ROOT = frozenset({".seccomp", ".loader"})
+
+
+def containers_left(root: Path) -> list[str]:
+    """What the state root ``root`` holds but hostjob's own caches (``KEPT_IN_ROOT``, kept
+    between containers): the containers left, none when it was never made."""
+    return sorted(set(os.listdir(root)) - KEPT_IN_ROOT) if root.exists() else []
+
+
 BUSYBOX = shutil.which("busybox") or "/bin/busybox"
 BUSYBOX_APPLETS = (
     "sh", "echo", "cat", "sleep", "true", "false", "env", "id", "ls", "pwd", "stty",

@@ -18,6 +18,7 @@ from tests.helpers import (
     alive,
     base_config,
     cgroup_dirs,
+    containers_left,
     hostjob_env,
     mounts_under,
     new_id,
@@ -118,7 +119,7 @@ def test_parallel_lifecycles_of_different_ids(hj: Hostjob, bundle) -> None:
     assert failures == []
     for cid in ids:
         assert_clean(hj, cid)
-    assert os.listdir(hj.root) == []
+    assert containers_left(hj.root) == []
 
 
 @pytest.mark.parametrize("delete_args", [("delete",), ("delete", "--force")])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hostjob.faults import IMAGE_POINTS, POINTS
-from tests.helpers import Hostjob, base_config, cgroup_dirs, mounts_under, new_id
+from tests.helpers import Hostjob, base_config, cgroup_dirs, containers_left, mounts_under, new_id
 
 LIFECYCLE_POINTS = [
     p for p in POINTS if p.split(":")[0] in ("create", "start", "delete") and p not in IMAGE_POINTS
@@ -82,7 +82,7 @@ def test_crash_then_delete_force(hj: Hostjob, bundle, tmp_path: Path, point: str
     hj.ok("create", "-b", str(b), cid)
     hj.ok("delete", "--force", cid)
     assert_gone(hj, cid, tmp_path, None)
-    assert os.listdir(hj.root) == []
+    assert containers_left(hj.root) == []
 
 
 # --- hostjob run IMAGE ------------------------------------------------------------------
@@ -158,4 +158,4 @@ def test_image_container_crash_then_delete_force(
     again = hj("run", "--rm", "--quiet", "--store", str(store), "--name", cid, crash_image, "true")
     assert again.returncode == 0, again.stderr
     assert image_leftovers(hj, cid, store) == []
-    assert os.listdir(hj.root) == []
+    assert containers_left(hj.root) == []

@@ -21,6 +21,7 @@ from tests.helpers import (
     Hostjob,
     base_config,
     cgroup_dirs,
+    containers_left,
     new_id,
 )
 
@@ -38,7 +39,7 @@ VERBS = [
 
 def left(hj: Hostjob) -> list[str]:
     """What the state root holds (nothing when it was never made)."""
-    return os.listdir(hj.root) if hj.root.exists() else []
+    return containers_left(hj.root)
 
 
 def tree(path: Path) -> list[str]:

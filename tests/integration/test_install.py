@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, base_config, make_bundle, new_id, require_peer
+from tests.helpers import REPO, base_config, containers_left, make_bundle, new_id, require_peer
 from tests.installs import builders, built, imports_from_the_pack, pack_index
 
 PYTHON = "/usr/bin/python3"  # Debian's, which a new user has
@@ -111,7 +111,7 @@ def exercise(
     assert version.stdout.startswith(f"hostjob version {metadata.version('hostjob')}\n")
     run()
     assert imports_from_the_pack(line[2:].split()[0], script, list(words), env)
-    assert os.listdir(state) == []  # each run deleted its container
+    assert containers_left(state) == []  # each run deleted its container
 
 
 def without_dependencies(

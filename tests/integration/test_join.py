@@ -19,6 +19,7 @@ from tests.helpers import (
     CGROUP_V2,
     Hostjob,
     base_config,
+    containers_left,
     hostjob_env,
     new_id,
     require_peer,
@@ -268,4 +269,4 @@ def test_library_create_in_a_threaded_program(
         name, cgroup_text = text.split("\n", 1)
         assert_in_job(cgroup_text, name)
         no_leaks(name)
-    assert os.listdir(tmp_path / "state") == []
+    assert containers_left(tmp_path / "state") == []

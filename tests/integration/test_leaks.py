@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import CGROUP_ROOT, Hostjob, base_config, new_id, wait_for
+from tests.helpers import CGROUP_ROOT, Hostjob, base_config, containers_left, new_id, wait_for
 
 
 def cycles(request: pytest.FixtureRequest, long_size: int) -> int:
@@ -124,7 +124,7 @@ def test_run_cycles_leave_nothing(hj: Hostjob, bundle, tmp_path: Path, request) 
     for _ in range(n):
         hj.ok("run", "--bundle", str(b), scope.new_id())
     assert_same(before, snapshot(scope, hj.root, b))
-    assert os.listdir(hj.root) == []
+    assert containers_left(hj.root) == []
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +152,7 @@ def test_run_image_cycles_leave_nothing(
     for _ in range(n):
         hj.ok(*argv, "--name", scope.new_id(), leak_image)
     assert_same(before, snapshot(scope, hj.root, store))
-    assert os.listdir(hj.root) == []
+    assert containers_left(hj.root) == []
 
 
 def test_image_init_holds_only_stdio(hj: Hostjob, leak_image: str, tmp_path: Path) -> None:
@@ -211,7 +211,7 @@ def test_library_fd_count_does_not_grow(tmp_path: Path, bundle, request) -> None
     for _ in range(n):
         one()
     assert fds_of(os.getpid()) == before
-    assert os.listdir(root) == []
+    assert containers_left(Path(root)) == []
 
 
 def test_foreground_run_holds_few_fds_and_passes_none(hj: Hostjob, bundle, tmp_path: Path) -> None:
@@ -243,7 +243,7 @@ def test_foreground_run_holds_few_fds_and_passes_none(hj: Hostjob, bundle, tmp_p
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert os.listdir(hj.root) == []
+    assert containers_left(hj.root) == []
 
 
 def test_preserve_fds_and_exec_fds(hj: Hostjob, bundle, tmp_path: Path) -> None:

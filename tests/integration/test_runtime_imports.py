@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import REPO, base_config, new_id
+from tests.helpers import REPO, base_config, containers_left, new_id
 from tests.unit.runtime_path import FORBIDDEN, NOT_OS, undeclared
 
 # Where the job has a cgroup2 cgroup (a v2 host, a hybrid host's unified hierarchy), its
@@ -206,4 +206,4 @@ def test_cached_run_image_imports(tmp_path: Path) -> None:
     pulling = sorted(m for m in modules if m.startswith(PULL_MODULES))
     assert pulling == [], f"a cached run IMAGE imports {pulling}"
     assert undeclared(modules) == [], "declare in tests/unit/runtime_path.py"
-    assert not root.exists() or os.listdir(root) == []
+    assert containers_left(root) == []

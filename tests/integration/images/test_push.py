@@ -24,7 +24,7 @@ from hostjob.images.options import RegistryOptions
 from hostjob.images.push import push
 from hostjob.images.store import Store
 from tests.fixtures.registry import DockerRegistry, TokenServer, skopeo_copy
-from tests.helpers import BUSYBOX, hostjob_cmd, hostjob_env, require_peer
+from tests.helpers import BUSYBOX, containers_left, hostjob_cmd, hostjob_env, require_peer
 
 USERS = {"alice": "s3cret"}
 NO_AUTHFILES = {"DOCKER_CONFIG": "/nonexistent", "REGISTRY_AUTH_FILE": "", "XDG_RUNTIME_DIR": ""}
@@ -81,7 +81,7 @@ def run_it(store: Path, state: Path, ref: str, *pull_flags: str) -> str:
     """Pull ``ref`` into ``store`` and run it (--rm): the program's output."""
     ok("pull", "--store", str(store), *pull_flags, "-q", ref)
     done = ok("--root", str(state), "run", "--rm", "-q", "--store", str(store), ref)
-    assert not state.exists() or os.listdir(state) == []
+    assert containers_left(state) == []
     return done.stdout
 
 

@@ -36,12 +36,24 @@ if TYPE_CHECKING:
 class Child:
     """The runtime's handle on a forked container process."""
 
-    __slots__ = ("pid", "release_fd", "report_fd")
+    __slots__ = ("decisions_dir", "learned", "pid", "release_fd", "report_fd")
 
     def __init__(self, pid: int, report_fd: int, release_fd: int = -1) -> None:
         self.pid = pid
         self.report_fd = report_fd
         self.release_fd = release_fd  # the write end of the release pipe, if any
+        # The image loader's decision the process learned, and where it is to be kept.
+        self.learned: bytes | None = None
+        self.decisions_dir: str | None = None
+
+    def keep_decision(self) -> None:
+        """Keep what the process learned for the next start of its program, once the
+        verb that started it has succeeded (a failed one leaves nothing behind)."""
+        learned, self.learned = self.learned, None
+        if learned and self.decisions_dir is not None:
+            from hostjob.runtime.launch import remember
+
+            remember.keep(self.decisions_dir, learned)
 
     def release(self) -> None:
         """Let the process exec its program (a child created with a release pipe)."""
@@ -131,11 +143,9 @@ def spawn(
         learned = _read_exactly(report_r, int.from_bytes(_read_exactly(report_r, 4), "little"))
         first = posix.read(report_r, 1)
     if first == READY:
-        if learned and setup.decisions_dir is not None:
-            from hostjob.runtime.launch import remember
-
-            remember.keep(setup.decisions_dir, learned)
-        return Child(pid, report_r, release_w)
+        child = Child(pid, report_r, release_w)
+        child.learned, child.decisions_dir = learned, setup.decisions_dir
+        return child
     message = first + read_all(report_r)
     posix.close(report_r)
     if release_w >= 0:

@@ -175,6 +175,7 @@ def create(
             _set_phase(container, PHASE_CREATED)
         if compiled is not None:
             compiled.keep()  # for the next create with this profile
+        child.keep_decision()  # the image loader's, for the next start of the program
     except BaseException:
         _tear_down(container, child, written)
         raise
@@ -301,8 +302,7 @@ def _child_setup(
     scope: bool,
     release_by_pipe: bool,
 ) -> ChildSetup:
-    """What the forked process needs, and the files it opens: the exec fifo, the
-    seccomp program, a daemon's output FIFOs."""
+    """What the forked process needs, and its files: exec fifo, seccomp, a daemon's FIFOs."""
     from hostjob import cgroups
     from hostjob.runtime.launch.child import ChildSetup
 

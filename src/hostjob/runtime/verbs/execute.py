@@ -137,6 +137,7 @@ def exec_in_job(
     child = None
     try:
         child = spawn(setup)
+        child.keep_decision()
         if terminal is not None:
             terminal.spawned()
             master = terminal.receive_master()

@@ -55,6 +55,7 @@ def restart(container: Handle, stdio: tuple[str, str] | None = None) -> Child:
         setup.decisions_dir = container.store.loader_cache()
         setup.set_init_steps(job, container.hook_state(Status.CREATED, None))
         child = spawn(setup, place=place)
+        child.keep_decision()
         record.pid = child.pid
         record.start_time = proc.start_time(child.pid) or 0
         record.restarts = (record.restarts or 0) + 1
