@@ -239,14 +239,11 @@ class PackImporter:
         if sys.flags.verbose:  # python -v names each module's loader, as importlib does
             print(f"import {name!r} # {self.finder!r}", file=sys.stderr)
         sys.modules[name] = module
-        spec._initializing = True  # type: ignore[attr-defined]
         try:
             self.finder.exec_module(module)
         except BaseException:
             sys.modules.pop(name, None)
             raise
-        finally:
-            spec._initializing = False  # type: ignore[attr-defined]
         module = sys.modules[name]  # a module may put another in its place, as importlib allows
         if parent:
             setattr(sys.modules[parent], child, module)
