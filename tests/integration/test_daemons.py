@@ -589,8 +589,10 @@ def test_node_exporter_from_a_debian_package(hj: Hostjob, store: str, tmp_path: 
     assert wait_for(lambda: _scrape(port) is not None)
     metrics = _scrape(port) or ""
     assert "node_load1 " in metrics and "node_memory_MemTotal_bytes " in metrics
-    logs = hj("logs", cid)
-    assert logs.returncode == 0 and "Listening on" in logs.stderr  # it logs to stderr
+    # it logs to stderr; its watcher copies the lines into the log as they come, so the
+    # first may reach the file after the exporter answers a scrape
+    logs = lambda: hj("logs", cid)  # noqa: E731
+    assert wait_for(lambda: (done := logs()).returncode == 0 and "Listening on" in done.stderr, 15)
     stats = json.loads(hj.ok("stats", "--json", "--interval", "0", cid))
     assert stats["memory"]["limit"] == 64 << 20 and stats["pids"]["limit"] == 32
     watcher = json.loads((hj.root / cid / "state.json").read_text())["watcher"][0]
