@@ -368,3 +368,47 @@ def ensure_dir(path: str, mode: int = 0o755) -> None:
             raise
         return
     posix.chmod(path, mode)
+
+
+# --- a cache of the runtime's own, in its state root (seccomp programs, loader decisions) ----
+
+
+def open_private_dir(path: str, create: bool) -> int:
+    """An fd of the directory ``path``, opened without following a symlink; made first
+    (0700) when ``create`` and missing."""
+    if create:
+        try:
+            posix.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+    flags = posix.O_RDONLY | posix.O_DIRECTORY | posix.O_NOFOLLOW | posix.O_CLOEXEC
+    return posix.open(path, flags)
+
+
+def private(fd: int, limit: int | None = None) -> bool:
+    """Whether ``fd`` is this user's, nobody else may write it (and it holds at most
+    ``limit`` bytes): a file of a cache that is trusted as its writer is."""
+    st = posix.fstat(fd)
+    if limit is not None and st.st_size > limit:
+        return False
+    return st.st_uid == posix.geteuid() and not st.st_mode & 0o022
+
+
+def trim_oldest(dir_fd: int, suffix: str, keep: int) -> None:
+    """Remove the files of ``dir_fd`` named ``*suffix`` beyond the ``keep`` most recently
+    written (a racing writer may remove one first: that is no error)."""
+    names = [n for n in posix.listdir(dir_fd) if n.endswith(suffix) and not n.startswith(".")]
+    if len(names) <= keep:
+        return
+    dated = []
+    for name in names:
+        try:
+            dated.append((posix.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mtime_ns, name))
+        except OSError:
+            pass
+    dated.sort()
+    for _, name in dated[: len(dated) - keep]:
+        try:
+            posix.unlink(name, dir_fd=dir_fd)
+        except OSError:
+            pass

@@ -127,28 +127,11 @@ def _loaded_library() -> str | None:
     return None
 
 
-def _open_dir(directory: str, create: bool) -> int:
-    if create:
-        try:
-            posix.mkdir(directory, 0o700)
-        except FileExistsError:
-            pass
-    flags = posix.O_RDONLY | posix.O_DIRECTORY | posix.O_NOFOLLOW | posix.O_CLOEXEC
-    return posix.open(directory, flags)
-
-
-def _trusted(fd: int, limit: int | None = None) -> bool:
-    """Whether ``fd`` is this user's, nobody else may write it (and it holds at most
-    ``limit`` bytes)."""
-    st = posix.fstat(fd)
-    if limit is not None and st.st_size > limit:
-        return False
-    return st.st_uid == posix.geteuid() and not st.st_mode & 0o022
-
-
 def _load(directory: str, name: str, text: str, bpf: Any) -> Filter | None:
+    from hostjob.linux import fsutil
+
     try:
-        dir_fd = _open_dir(directory, create=False)
+        dir_fd = fsutil.open_private_dir(directory, create=False)
     except OSError:
         return None
     try:
@@ -158,10 +141,8 @@ def _load(directory: str, name: str, text: str, bpf: Any) -> Filter | None:
     finally:
         posix.close(dir_fd)
     try:
-        if not _trusted(fd, _MAX_ENTRY):
+        if not fsutil.private(fd, _MAX_ENTRY):
             return None
-        from hostjob.linux import fsutil
-
         data = fsutil.read_fd(fd, _MAX_ENTRY)
     except OSError:
         return None
@@ -209,32 +190,12 @@ def _save(directory: str, name: str, header: dict[str, Any], program: Filter) ->
             program.program,
         )
     )
-    dir_fd = _open_dir(directory, create=True)
+    dir_fd = fsutil.open_private_dir(directory, create=True)
     try:
-        if not _trusted(dir_fd):
+        if not fsutil.private(dir_fd):
             return
         # By path, as the state records are: the state root is this user's alone.
         fsutil.write_atomic(paths.join(directory, name), data, mode=0o600)
-        _trim(dir_fd)
+        fsutil.trim_oldest(dir_fd, ".bpf", MAX_ENTRIES)
     finally:
         posix.close(dir_fd)
-
-
-def _trim(dir_fd: int) -> None:
-    """Remove the oldest entries beyond ``MAX_ENTRIES`` (a racing create may remove one
-    first: that is no error)."""
-    names = [n for n in posix.listdir(dir_fd) if n.endswith(".bpf")]
-    if len(names) <= MAX_ENTRIES:
-        return
-    dated = []
-    for n in names:
-        try:
-            dated.append((posix.stat(n, dir_fd=dir_fd, follow_symlinks=False).st_mtime_ns, n))
-        except OSError:
-            pass
-    dated.sort()
-    for _, n in dated[: len(dated) - MAX_ENTRIES]:
-        try:
-            posix.unlink(n, dir_fd=dir_fd)
-        except OSError:
-            pass

@@ -223,6 +223,17 @@ def test_under_python_s_a_module_only_site_finds_is_found() -> None:
     assert result.stdout.split() == ["False", "True", "True", "True"], result.stderr
 
 
+def run_probe(venv: Path, probe: str) -> subprocess.CompletedProcess[str]:
+    """``probe`` run by the venv's Python as bin/hostjob runs (``-S``), the pack on."""
+    return subprocess.run(
+        [str(venv / "bin" / "python"), "-S", "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "HOSTJOB_NO_CODEPACK"},
+    )
+
+
 def test_the_installed_command_imports_from_its_pack() -> None:
     """scripts/install made the pack of the installed hostjob, and bin/hostjob uses it,
     for hostjob's modules (whose pack code does not import __future__) and to find
@@ -255,13 +266,7 @@ def test_the_installed_command_imports_from_its_pack() -> None:
               _json.scanstring('"ab"', 1) == ("ab", 4))
         """
     )
-    result = subprocess.run(
-        [str(venv / "bin" / "python"), "-S", "-c", probe],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={k: v for k, v in os.environ.items() if k != "HOSTJOB_NO_CODEPACK"},
-    )
+    result = run_probe(venv, probe)
     assert result.stdout.split() == ["True"] * 7, result.stderr
 
 

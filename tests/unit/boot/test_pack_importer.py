@@ -8,8 +8,6 @@ finder fixtures of test_codepack.py)."""
 from __future__ import annotations
 
 import builtins
-import os
-import subprocess
 import sys
 import textwrap
 import threading
@@ -20,7 +18,7 @@ import pytest
 
 from hostjob.boot import codepack, codepack_build
 from tests.helpers import REPO
-from tests.unit.boot.test_codepack import finders, install, package
+from tests.unit.boot.test_codepack import finders, install, package, run_probe
 
 __all__ = ["finders", "package"]  # the fixtures, used by name
 
@@ -149,13 +147,7 @@ def test_the_command_imports_through_it() -> None:
               container.__package__)
         """
     )
-    result = subprocess.run(
-        [str(venv / "bin" / "python"), "-S", "-c", probe],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={k: v for k, v in os.environ.items() if k != "HOSTJOB_NO_CODEPACK"},
-    )
+    result = run_probe(venv, probe)
     assert result.stdout.split() == ["PackImporter", "True", "True", "hostjob.runtime"], (
         result.stderr
     )

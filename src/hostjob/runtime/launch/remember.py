@@ -44,18 +44,20 @@ def keep(directory: str, payload: bytes) -> None:
     if not _well_formed(entry):
         return
     name = decision_file(entry[0])
+    from hostjob.linux import fsutil
+
     try:
-        dir_fd = _open_dir(directory)
+        dir_fd = fsutil.open_private_dir(directory, create=True)
     except OSError:
         return
     try:
-        if not _trusted(dir_fd):
+        if not fsutil.private(dir_fd):
             return
         old = _read_at(dir_fd, name) or b""
         others = [e for e in _entries(old) if e[:3] != entry[:3]]
         data = marshal.dumps([entry, *others[: MAX_PER_FILE - 1]])
         _write_at(dir_fd, name, data)
-        _trim(dir_fd)
+        fsutil.trim_oldest(dir_fd, DECISIONS_SUFFIX, MAX_FILES)
     except OSError:
         pass  # a cache: the container runs all the same
     finally:
@@ -131,30 +133,15 @@ def _entries(data: bytes) -> list[Entry]:
     return [e for e in found if _well_formed(e)]
 
 
-def _open_dir(directory: str, create: bool = True) -> int:
-    if create:
-        try:
-            posix.mkdir(directory, 0o700)
-        except FileExistsError:
-            pass
-    flags = posix.O_RDONLY | posix.O_DIRECTORY | posix.O_NOFOLLOW | posix.O_CLOEXEC
-    return posix.open(directory, flags)
-
-
-def _trusted(fd: int) -> bool:
-    """Whether ``fd`` is this user's and nobody else may write it."""
-    st = posix.fstat(fd)
-    return st.st_uid == posix.geteuid() and not st.st_mode & 0o022
-
-
 def _read_at(dir_fd: int, name: str) -> bytes | None:
     try:
         fd = posix.open(name, posix.O_RDONLY | posix.O_NOFOLLOW | posix.O_CLOEXEC, dir_fd=dir_fd)
     except OSError:
         return None
     try:
-        st = posix.fstat(fd)
-        if not _trusted(fd) or st.st_size > MAX_FILE_BYTES:
+        from hostjob.linux import fsutil
+
+        if not fsutil.private(fd, MAX_FILE_BYTES):
             return None
         return posix.read(fd, MAX_FILE_BYTES)
     except OSError:
@@ -182,25 +169,3 @@ def _write_at(dir_fd: int, name: str, data: bytes) -> None:
         except OSError:
             pass
         raise
-
-
-def _trim(dir_fd: int) -> None:
-    """Remove the oldest files beyond ``MAX_FILES`` (a racing start may remove one
-    first: that is no error)."""
-    names = [
-        n for n in posix.listdir(dir_fd) if n.endswith(DECISIONS_SUFFIX) and not n.startswith(".")
-    ]
-    if len(names) <= MAX_FILES:
-        return
-    dated = []
-    for n in names:
-        try:
-            dated.append((posix.stat(n, dir_fd=dir_fd, follow_symlinks=False).st_mtime_ns, n))
-        except OSError:
-            pass
-    dated.sort()
-    for _, n in dated[: len(dated) - MAX_FILES]:
-        try:
-            posix.unlink(n, dir_fd=dir_fd)
-        except OSError:
-            pass
