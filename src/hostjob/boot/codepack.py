@@ -181,7 +181,8 @@ class PackImporter:
     ``__import__``): a relative import, a module the pack does not hold or whose
     source changed, an extension, a name of ``fromlist`` that is not a module of the
     pack; and every import once a second thread runs, since only importlib's module
-    locks make another thread wait for a module that is still being made."""
+    locks make another thread wait for a module that is still being made. While imports
+    are traced (``python -v``, ``-X importtime``) ``start`` leaves importlib all of them."""
 
     __slots__ = ("fallback", "finder")
 
@@ -236,8 +237,6 @@ class PackImporter:
             module.__package__ = name
         else:
             module.__package__ = parent
-        if sys.flags.verbose:  # python -v names each module's loader, as importlib does
-            print(f"import {name!r} # {self.finder!r}", file=sys.stderr)
         sys.modules[name] = module
         try:
             self.finder.exec_module(module)
@@ -375,9 +374,20 @@ def start(site_packages: str) -> None:
     package = f"{site_packages}/hostjob"
     finder = install(package)
     if finder is not None:
-        builtins.__import__ = PackImporter(finder, builtins.__import__)
+        if not _tracing_imports():
+            builtins.__import__ = PackImporter(finder, builtins.__import__)
     elif wanted(package):
         build_in_background(site_packages)
+
+
+def _tracing_imports() -> bool:
+    """Whether importlib is to report each import (``python -v``, ``-X importtime``,
+    ``PYTHONPROFILEIMPORTTIME``): then it makes every module, so that its report is whole."""
+    return bool(
+        sys.flags.verbose
+        or "importtime" in sys._xoptions
+        or posix.environ.get(b"PYTHONPROFILEIMPORTTIME")
+    )
 
 
 # The detached builder's program (``codepack_build.build_detached``): a fresh

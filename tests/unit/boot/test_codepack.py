@@ -223,10 +223,10 @@ def test_under_python_s_a_module_only_site_finds_is_found() -> None:
     assert result.stdout.split() == ["False", "True", "True", "True"], result.stderr
 
 
-def run_probe(venv: Path, probe: str) -> subprocess.CompletedProcess[str]:
+def run_probe(venv: Path, probe: str, *flags: str) -> subprocess.CompletedProcess[str]:
     """``probe`` run by the venv's Python as bin/hostjob runs (``-S``), the pack on."""
     return subprocess.run(
-        [str(venv / "bin" / "python"), "-S", "-c", probe],
+        [str(venv / "bin" / "python"), "-S", *flags, "-c", probe],
         capture_output=True,
         text=True,
         timeout=60,

@@ -125,19 +125,25 @@ def test_with_a_second_thread_every_import_is_importlibs(start: Callable[[], Cou
     assert sys.modules["packpkg.plain"].__spec__.loader is importer.finder  # type: ignore[union-attr]
 
 
-def test_the_command_imports_through_it() -> None:
-    """bin/hostjob's start (``codepack.start``) puts the importer in place: the
-    command's modules are the pack's, made by it."""
+def installed() -> tuple[Path, str]:
+    """The tests' venv and its site-packages, which hold the installed hostjob."""
     venv = REPO / ".venv"
     site = sorted((venv / "lib").glob("python3*/site-packages"))
     if not site or not (site[-1] / "hostjob").is_dir():
         pytest.fail("no installed hostjob (scripts/install --venv)")
+    return venv, str(site[-1])
+
+
+def test_the_command_imports_through_it() -> None:
+    """bin/hostjob's start (``codepack.start``) puts the importer in place: the
+    command's modules are the pack's, made by it."""
+    venv, site = installed()
     probe = textwrap.dedent(
         f"""
         import builtins, sys
-        sys.path.insert(0, {str(site[-1])!r})
+        sys.path.insert(0, {site!r})
         from hostjob.boot import codepack
-        codepack.start({str(site[-1])!r})
+        codepack.start({site!r})
         import hostjob.cli.main
         from hostjob.runtime import container
         importer = builtins.__import__
@@ -151,3 +157,22 @@ def test_the_command_imports_through_it() -> None:
     assert result.stdout.split() == ["PackImporter", "True", "True", "hostjob.runtime"], (
         result.stderr
     )
+
+
+def test_traced_imports_are_importlibs() -> None:
+    """Under ``-X importtime`` (and ``python -v``) every import is importlib's, so that
+    its report names each of the command's modules."""
+    venv, site = installed()
+    probe = textwrap.dedent(
+        f"""
+        import builtins, sys
+        sys.path.insert(0, {site!r})
+        from hostjob.boot import codepack
+        codepack.start({site!r})
+        import hostjob.cli.main
+        print(type(builtins.__import__).__name__)
+        """
+    )
+    result = run_probe(venv, probe, "-X", "importtime")
+    assert result.stdout.split() == ["builtin_function_or_method"], result.stderr
+    assert "| hostjob.cli.main" in result.stderr

@@ -34,6 +34,7 @@ seen: list[str] = []
 DECISIONS_VERSION = 1
 MARK = "\0"
 DECISIONS_SUFFIX = ".run"
+DECISIONS_MAX_BYTES = 1 << 20  # a file of them, written and read at most
 
 # The ELF machines (e_machine) this host runs natively, by its machine (uname).
 HOST_MACHINES = {

@@ -10,6 +10,7 @@ import marshal
 import posix
 
 from hostjob.runtime.launch.program import (
+    DECISIONS_MAX_BYTES,
     DECISIONS_SUFFIX,
     MARK,
     decision_file,
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 
     Entry = tuple[Any, ...]
 
-MAX_FILE_BYTES = 1 << 20  # as spawn reads them
 MAX_FILES = 256
 MAX_PER_FILE = 4
 MAX_PAYLOAD = 256 * 1024
@@ -56,7 +56,10 @@ def keep(directory: str, payload: bytes) -> None:
         old = _read_at(dir_fd, name) or b""
         others = [e for e in _entries(old) if e[:3] != entry[:3]]
         data = marshal.dumps([entry, *others[: MAX_PER_FILE - 1]])
-        _write_at(dir_fd, name, data)
+        if len(data) > DECISIONS_MAX_BYTES:
+            return
+        # By path, as the state records are: the state root is this user's alone.
+        fsutil.write_atomic(f"{directory}/{name}", data, mode=0o600)
         fsutil.trim_oldest(dir_fd, DECISIONS_SUFFIX, MAX_FILES)
     except OSError:
         pass  # a cache: the container runs all the same
@@ -141,31 +144,10 @@ def _read_at(dir_fd: int, name: str) -> bytes | None:
     try:
         from hostjob.linux import fsutil
 
-        if not fsutil.private(fd, MAX_FILE_BYTES):
+        if not fsutil.private(fd, DECISIONS_MAX_BYTES):
             return None
-        return posix.read(fd, MAX_FILE_BYTES)
+        return posix.read(fd, DECISIONS_MAX_BYTES)
     except OSError:
         return None
     finally:
         posix.close(fd)
-
-
-def _write_at(dir_fd: int, name: str, data: bytes) -> None:
-    """Replace the entry file whole (a reader sees the old one or the new one)."""
-    temporary = f".{name}.{posix.getpid()}"
-    flags = posix.O_WRONLY | posix.O_CREAT | posix.O_EXCL | posix.O_NOFOLLOW | posix.O_CLOEXEC
-    fd = posix.open(temporary, flags, 0o600, dir_fd=dir_fd)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[posix.write(fd, view) :]
-        finally:
-            posix.close(fd)
-        posix.rename(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
-        try:
-            posix.unlink(temporary, dir_fd=dir_fd)
-        except OSError:
-            pass
-        raise

@@ -25,7 +25,7 @@ import posix
 from hostjob.boot.env import getenv
 from hostjob.errors import HostjobError, StartError
 from hostjob.runtime.launch.child import ERROR, LEARNED, READY, ChildSetup, child_main
-from hostjob.runtime.launch.program import decision_file, decision_request
+from hostjob.runtime.launch.program import DECISIONS_MAX_BYTES, decision_file, decision_request
 from hostjob.runtime.proc import exit_code, read_all
 
 TYPE_CHECKING = False
@@ -180,10 +180,11 @@ def _kept_decisions(setup: ChildSetup) -> None:
         return
     finally:
         posix.close(dir_fd)
+    from hostjob.linux import fsutil  # create's already
+
     try:
-        st = posix.fstat(fd)
-        if st.st_uid == posix.geteuid() and not st.st_mode & 0o022:
-            setup.decisions = posix.read(fd, MAX_DECISIONS)
+        if fsutil.private(fd, DECISIONS_MAX_BYTES):
+            setup.decisions = posix.read(fd, DECISIONS_MAX_BYTES)
     except OSError:
         pass
     finally:
@@ -198,8 +199,6 @@ def _read_exactly(fd: int, size: int) -> bytes:
         size -= len(chunk)
     return b"".join(chunks)
 
-
-MAX_DECISIONS = 1 << 20  # a file of kept decisions, read at most (remember bounds them)
 
 # Set once clone3 or CLONE_INTO_CGROUP proved missing: later spawns go straight to fork.
 _clone3_missing = False
